@@ -1,0 +1,64 @@
+"""The audit trail, read from the commit log and the deletion ledger.
+
+It answers "who acted, on what belief, with what authority" without an export: every
+event is a Delta commit (or a ledger entry) with its version, the store clock's
+reading, the operation, the actor and the reason — and record ids, never content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Optional
+
+import pyarrow.compute as pc
+
+from .forget import Ledger
+from .lake import Lake
+from .records import SPECS, subject_key
+from .scope import Principal, Scope
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    table: str
+    version: int
+    committed_at: datetime
+    operation: str
+    actor: Optional[str]
+    reason: Optional[str]
+    txn_id: Optional[str]
+    record_ids: tuple[str, ...]
+
+
+def audit_trail(lake: Lake, ledger: Ledger, principal: Principal, *, subject: Optional[str] = None,
+                record_id: Optional[str] = None) -> list[AuditEvent]:
+    """Events touching *subject* and/or *record_id* inside the steward's subtree, oldest first."""
+    key = subject_key(subject) if subject is not None else None
+    touched: dict[tuple[str, str], list[str]] = {}  # (table, txn_id) -> record ids
+    for kind in SPECS:
+        rows = lake.known_rows(kind)
+        mask = None
+        if key is not None:
+            mask = pc.equal(rows.column("subject_key"), key)
+        if record_id is not None:
+            by_id = pc.or_(pc.equal(rows.column("record_id"), record_id),
+                           pc.equal(rows.column("supersedes"), record_id))
+            mask = by_id if mask is None else pc.and_(mask, by_id)
+        picked = rows.filter(mask) if mask is not None else rows
+        for row in picked.select(["record_id", "txn_id", "org", "division", "team", "actor"]).to_pylist():
+            scope = Scope(row["org"], row["division"], row["team"], row["actor"])
+            if principal.scope.contains(scope):
+                touched.setdefault((kind, row["txn_id"]), []).append(row["record_id"])
+    events = []
+    for (kind, txn), ids in touched.items():
+        commit = lake.views[kind].by_txn.get(txn)
+        if commit is not None:
+            events.append(AuditEvent(kind, commit.version, commit.committed_at, commit.operation, commit.actor,
+                                     commit.reason, txn, tuple(sorted(ids))))
+    for entry in ledger.entries():
+        if (key is not None and entry["subject_key"] == key) or (
+                record_id is not None and record_id in (entry["record_ids"] or ())):
+            events.append(AuditEvent("ledger", -1, entry["at"], entry["op"], entry["by"], entry["reason"],
+                                     entry["entry_id"], tuple(entry["record_ids"] or ())))
+    return sorted(events, key=lambda e: (e.committed_at, e.table, e.version))

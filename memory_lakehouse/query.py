@@ -1,0 +1,245 @@
+"""The one visibility query: what a principal may be served at a basis.
+
+Every read path — recall, get_fact, episodes, policy resolution, replay, the evals —
+calls `Visibility.rows`. It runs one DuckDB query over the warm Arrow snapshot of a
+kind's table and applies, in this order:
+
+1. **system time**: rows whose commit is known at ``known_at`` (incomplete transactions
+   never appear; see `Lake.known_rows`);
+2. **scope**: the principal's own scope and its ancestors', never a sibling's, and the
+   caller's filters can only narrow that;
+3. **forgetting**: subjects and records in the deletion ledger, at every basis;
+4. **status**: retracted records and proposals are never served;
+5. **supersession**: per slot (lineage) and scope, the version with the latest
+   ``valid_from`` at or before ``valid_at`` (a later commit breaks ties) is the head;
+   a head that has ended (``valid_to``) or expired at ``valid_at`` is not served;
+   then the most specific scope's head wins the slot.
+
+Rule 5 makes supersession a read-time decision, so the write path stays append-only
+and "what was true on day 10" keeps working after the day-14 update.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+import duckdb
+import pyarrow as pa
+
+from .errors import ValidationError
+from .lake import Lake
+from .records import SPECS, subject_key
+from .scope import Principal
+from .time import Basis
+
+Tracer = Callable[[str, Mapping[str, Any]], None]
+
+SCOPE_DEPTH_SQL = (
+    "(CASE WHEN actor IS NOT NULL THEN 4 WHEN team IS NOT NULL THEN 3 "
+    "WHEN division IS NOT NULL THEN 2 ELSE 1 END)"
+)
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What the deletion ledger hides, at every basis.
+
+    ``subjects`` maps a subject key to (generation, forgotten_at): rows about the subject
+    written at an older generation are hidden, and so are rows scoped to an actor of
+    that key known by ``forgotten_at``. ``record_ids`` are hidden outright, and so is
+    anything derived from them.
+    """
+
+    subjects: Mapping[str, tuple[int, datetime]] = field(default_factory=dict)
+    record_ids: frozenset[str] = frozenset()
+
+    def as_tables(self) -> tuple[pa.Table, pa.Table]:
+        keys = sorted(self.subjects)
+        return (
+            pa.table({
+                "key": pa.array(keys, pa.string()),
+                "generation": pa.array([self.subjects[k][0] for k in keys], pa.int64()),
+                "forgotten_at": pa.array([self.subjects[k][1] for k in keys], pa.timestamp("us", tz="UTC")),
+            }),
+            pa.table({"record_id": pa.array(sorted(self.record_ids), pa.string())}),
+        )
+
+
+FORGOTTEN_SQL = """NOT EXISTS (SELECT 1 FROM forgotten_subjects f
+           WHERE (f.key = subject_key AND generation < f.generation)
+              OR (f.key = actor_key AND known_since <= f.forgotten_at))
+      AND record_id NOT IN (SELECT record_id FROM forgotten_records)
+      AND NOT list_has_any(coalesce(derived_from, []), (SELECT coalesce(list(record_id), []) FROM forgotten_records))"""
+
+
+class Visibility:
+    """Runs the visibility query over a `Lake`'s snapshots with one DuckDB connection."""
+
+    def __init__(self, lake: Lake) -> None:
+        self.lake = lake
+        self.con = duckdb.connect()
+        self._lock = threading.RLock()
+        self._registered: dict[str, int] = {}
+        self._forgotten: Forgotten = Forgotten()
+        self._forgotten_registered: Optional[Forgotten] = None
+        self.tracers: list[Tracer] = []
+
+    # ---------------------------------------------------------------- plumbing
+
+    def set_forgotten(self, forgotten: Forgotten) -> None:
+        with self._lock:
+            self._forgotten = forgotten
+
+    @property
+    def forgotten(self) -> Forgotten:
+        return self._forgotten
+
+    def trace(self, message: str, params: Optional[Mapping[str, Any]] = None) -> None:
+        for tracer in list(self.tracers):
+            tracer(message, dict(params or {}))
+
+    @contextmanager
+    def tracing(self, callback: Tracer) -> Iterator[None]:
+        self.tracers.append(callback)
+        try:
+            yield
+        finally:
+            self.tracers.remove(callback)
+
+    def _register(self, kind: str) -> str:
+        name = f"rows_{kind}"
+        gen = self.lake.generation
+        if self._registered.get(kind) != gen:
+            self.con.register(name, self.lake.known_rows(kind))
+            self._registered[kind] = gen
+        if self._forgotten_registered is not self._forgotten:
+            subjects, records = self._forgotten.as_tables()
+            self.con.register("forgotten_subjects", subjects)
+            self.con.register("forgotten_records", records)
+            self._forgotten_registered = self._forgotten
+        return name
+
+    def execute(self, sql: str, params: Mapping[str, Any]) -> pa.Table:
+        """Run one query and consume its result (DuckDB 2 refuses a second open result)."""
+        self.trace(sql, params)
+        return self.con.sql(sql, params=dict(params)).to_arrow_table()
+
+    # ---------------------------------------------------------------- the query
+
+    def rows(
+        self,
+        kind: str,
+        principal: Principal,
+        basis: Basis,
+        *,
+        subject: Optional[str] = None,
+        filters: Optional[Mapping[str, Any]] = None,
+        include_proposals: bool = False,
+        heads_only: bool = True,
+    ) -> pa.Table:
+        """Rows of *kind* the principal may be served at *basis*, one per slot.
+
+        ``filters`` are exact matches on columns of the kind's table and only narrow the
+        result. ``include_proposals`` returns proposals instead of active memory (the
+        review queue); ``heads_only=False`` returns every live version (replay audits).
+        """
+        if kind not in SPECS:
+            raise ValidationError(f"unknown kind {kind!r}", field="kind")
+        spec = SPECS[kind]
+        columns = set(spec.schema.names)
+        with self._lock:
+            self.lake.refresh()
+            table = self._register(kind)
+            scope = principal.scope
+            params: dict[str, Any] = {
+                "known_at": basis.known_at, "valid_at": basis.valid_at, "org": scope.org,
+                "division": scope.division, "team": scope.team, "actor": scope.actor,
+            }
+            where = [
+                "known_since <= $known_at",
+                "org = $org",
+                "(division IS NULL OR division = $division)",
+                "(team IS NULL OR team = $team)",
+                "(actor IS NULL OR actor = $actor)",
+                FORGOTTEN_SQL,
+            ]
+            if subject is not None:
+                params["subject_key"] = subject_key(subject)
+                where.append("subject_key = $subject_key")
+            for i, (col, value) in enumerate(sorted((filters or {}).items())):
+                if col not in columns or col in ("org", "division", "team", "actor", "known_since"):
+                    raise ValidationError(
+                        f"cannot filter {kind} on {col!r}; filterable: "
+                        f"{', '.join(sorted(columns - {'org', 'division', 'team', 'actor'}))}",
+                        field="filters",
+                    )
+                params[f"f{i}"] = value
+                where.append(f"{col} IS NOT DISTINCT FROM $f{i}" if value is None else f"{col} = $f{i}")
+            status = "proposed" if include_proposals else "active"
+            qualify = (
+                "QUALIFY row_number() OVER (PARTITION BY lineage_id ORDER BY scope_depth DESC) = 1"
+                if heads_only else ""
+            )
+            sql = f"""
+WITH known AS (
+    SELECT *, {SCOPE_DEPTH_SQL} AS scope_depth, {spec.text_sql} AS text
+    FROM {table}
+    WHERE {' AND '.join(where)}
+),
+retracted AS (
+    SELECT DISTINCT supersedes AS record_id FROM known WHERE status = 'retracted' AND supersedes IS NOT NULL
+),
+candidates AS (
+    SELECT * FROM known
+    WHERE status = '{status}'
+      AND valid_from <= $valid_at
+      AND record_id NOT IN (SELECT record_id FROM retracted)
+),
+heads AS (
+    SELECT * FROM candidates
+    {"QUALIFY row_number() OVER (PARTITION BY lineage_id, scope_depth ORDER BY valid_from DESC, known_since DESC, commit_version DESC, record_id DESC) = 1" if heads_only else ""}
+)
+SELECT * FROM heads
+WHERE (valid_to IS NULL OR valid_to > $valid_at)
+  AND (expires_at IS NULL OR expires_at > $valid_at)
+{qualify}
+ORDER BY valid_from DESC, known_since DESC
+"""
+            result = self.execute(sql, params)
+            self.trace(f"visible {kind}: {result.num_rows} row(s) for {principal.id} at {basis.describe()}")
+            return result
+
+    def slot_versions(self, kind: str, lineage_ids: Sequence[str]) -> pa.Table:
+        """Every active, unretracted, unforgotten version of the given slots, at every scope.
+
+        The write path reconciles against these (it picks the predecessor at each new
+        row's ``valid_from`` and scope itself); reads never call this.
+        """
+        with self._lock:
+            self.lake.refresh()
+            table = self._register(kind)
+            sql = f"""
+WITH known AS (
+    SELECT * FROM {table}
+    WHERE lineage_id IN (SELECT unnest($lineages)) AND {FORGOTTEN_SQL}
+)
+SELECT record_id, lineage_id, org, division, team, actor, valid_from, content_hash FROM known
+WHERE status = 'active'
+  AND record_id NOT IN (SELECT supersedes FROM known WHERE status = 'retracted' AND supersedes IS NOT NULL)
+ORDER BY valid_from, known_since, commit_version
+"""
+            return self.execute(sql, {"lineages": list(lineage_ids)})
+
+    def by_ids(self, kind: str, record_ids: Sequence[str]) -> pa.Table:
+        """Raw rows by id, whatever their status (approve/retract look their target up here)."""
+        with self._lock:
+            self.lake.refresh()
+            table = self._register(kind)
+            return self.execute(
+                f"SELECT * FROM {table} WHERE record_id IN (SELECT unnest($ids)) AND {FORGOTTEN_SQL}",
+                {"ids": list(record_ids)},
+            )

@@ -1,0 +1,508 @@
+"""Typed memory records and their lifecycle rules.
+
+Each kind is a frozen dataclass with its own table, its own notion of a *slot* (the
+lineage that versions supersede each other in) and its own defaults:
+
+========== ================================ ===================================
+kind        slot (lineage)                   lifecycle default
+========== ================================ ===================================
+fact        subject + attribute              supersession per slot
+preference  subject + attribute              expires after ``PREFERENCE_TTL``
+episode     the episode itself               failed outcomes expire after 90 days
+reference   uri                              immutable per ``published_at``
+policy      policy_id                        versions supersede for their range
+note        session + key                    working memory: hours of TTL
+========== ================================ ===================================
+
+Everything about a kind lives here: the write path, the visibility query and the
+index read these specs instead of re-stating the rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import uuid
+from dataclasses import KW_ONLY, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
+
+import pyarrow as pa
+
+from .errors import ValidationError
+from .scope import Scope
+from .time import require_aware
+
+AUTHORITIES: tuple[str, ...] = (
+    "model_guess",
+    "customer_claim",
+    "system_of_record",
+    "human_confirmed",
+    "published_policy",
+)  # weakest first
+STATUSES: tuple[str, ...] = ("proposed", "active", "retracted")
+OUTCOMES: tuple[str, ...] = ("fixed", "failed", "inconclusive")
+
+PREFERENCE_TTL = timedelta(days=180)
+FAILED_EPISODE_TTL = timedelta(days=90)
+NOTE_TTL = timedelta(hours=4)
+
+TS = pa.timestamp("us", tz="UTC")
+
+
+def new_record_id(kind: str) -> str:
+    return f"{kind[:3]}_{uuid.uuid4().hex}"
+
+
+def subject_key(subject: str) -> str:
+    """A stable, non-reversible key for a subject: what the ledger and stats may hold."""
+    return hashlib.sha256(b"memlake-subject\x00" + subject.strip().casefold().encode()).hexdigest()
+
+
+def _slot(*parts: Any) -> str:
+    raw = "\x1f".join("" if p is None else str(p).strip().casefold() for p in parts)
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Envelope:
+    """Columns every record carries (see DESIGN.md § Data model).
+
+    ``record_id``, ``status``, ``txn_id`` and ``known_since`` are set by the store:
+    records you build have them empty, records you read back have them filled.
+    """
+
+    scope: Optional[Scope] = None
+    source: str = ""
+    evidence: Optional[str] = None
+    authority: Optional[str] = None
+    confidence: Optional[float] = None
+    expires_at: Optional[datetime] = None
+    supersedes: Optional[str] = None
+    derived_from: tuple[str, ...] = ()
+    reason: Optional[str] = None
+    # filled by the store
+    record_id: Optional[str] = None
+    lineage_id: Optional[str] = None
+    status: str = "active"
+    txn_id: Optional[str] = None
+    known_since: Optional[datetime] = None
+
+    kind: ClassVar[str] = ""
+
+    # Each kind answers these four; the spec below wires them to the table.
+    def _subject(self) -> str:
+        raise NotImplementedError
+
+    def _valid_from(self) -> Optional[datetime]:
+        raise NotImplementedError
+
+    def _valid_to(self) -> Optional[datetime]:
+        return None
+
+    @property
+    def subject_name(self) -> str:
+        return self._subject()
+
+    @property
+    def valid_interval(self) -> tuple[Optional[datetime], Optional[datetime]]:
+        return self._valid_from(), self._valid_to()
+
+    def replace(self, **changes: Any) -> "Envelope":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Fact(Envelope):
+    """A slowly changing attribute of a subject; a new value supersedes the old one.
+
+    >>> from datetime import datetime, timezone
+    >>> Fact("user:42", "plan", "Enterprise Pro", datetime(2026, 10, 4, tzinfo=timezone.utc),
+    ...      source="user_explicit").attribute
+    'plan'
+    """
+
+    subject: str
+    attribute: str
+    value: Any
+    valid_from: datetime
+    _: KW_ONLY
+    valid_to: Optional[datetime] = None
+    kind: ClassVar[str] = "fact"
+
+    def _subject(self) -> str:
+        return self.subject
+
+    def _valid_from(self) -> Optional[datetime]:
+        return self.valid_from
+
+    def _valid_to(self) -> Optional[datetime]:
+        return self.valid_to
+
+
+@dataclass(frozen=True)
+class Preference(Envelope):
+    """A stated preference; it expires (``ttl``, default 180 days) and conflicts supersede."""
+
+    subject: str
+    attribute: str
+    value: Any
+    valid_from: datetime
+    _: KW_ONLY
+    valid_to: Optional[datetime] = None
+    ttl: Optional[timedelta] = PREFERENCE_TTL
+    kind: ClassVar[str] = "preference"
+
+    def _subject(self) -> str:
+        return self.subject
+
+    def _valid_from(self) -> Optional[datetime]:
+        return self.valid_from
+
+    def _valid_to(self) -> Optional[datetime]:
+        return self.valid_to
+
+
+@dataclass(frozen=True)
+class Episode(Envelope):
+    """What was tried, on what, and what happened — with evidence a person can open.
+
+    A failed outcome is evidence about one version and one environment, so it expires
+    after 90 days unless ``expires_at`` says otherwise.
+    """
+
+    service: str
+    env: str
+    symptom: str
+    action: str
+    outcome: str
+    observed_at: datetime
+    _: KW_ONLY
+    version_from: Optional[str] = None
+    version_to: Optional[str] = None
+    subject: Optional[str] = None
+    kind: ClassVar[str] = "episode"
+
+    def _subject(self) -> str:
+        return self.subject or f"service:{self.service}"
+
+    def _valid_from(self) -> Optional[datetime]:
+        return self.observed_at
+
+
+@dataclass(frozen=True)
+class Reference(Envelope):
+    """An immutable citation: a document as published at a time."""
+
+    uri: str
+    title: str
+    content: str
+    published_at: datetime
+    _: KW_ONLY
+    subject: Optional[str] = None
+    kind: ClassVar[str] = "reference"
+
+    def _subject(self) -> str:
+        return self.subject or f"ref:{self.uri}"
+
+    def _valid_from(self) -> Optional[datetime]:
+        return self.published_at
+
+
+@dataclass(frozen=True)
+class Policy(Envelope):
+    """A rule with exact-match conditions and an effective range (world time).
+
+    A new version of a ``policy_id`` supersedes the previous one only from its own
+    ``effective_from`` on: orders placed earlier are still governed by the old one.
+    """
+
+    policy_id: str
+    text: str
+    conditions: Mapping[str, Any]
+    effective_from: datetime
+    _: KW_ONLY
+    effective_to: Optional[datetime] = None
+    priority: int = 0
+    approved_by: Optional[str] = None
+    overrides: tuple[str, ...] = ()
+    subject: Optional[str] = None
+    kind: ClassVar[str] = "policy"
+
+    def _subject(self) -> str:
+        return self.subject or f"policy:{self.policy_id}"
+
+    def _valid_from(self) -> Optional[datetime]:
+        return self.effective_from
+
+    def _valid_to(self) -> Optional[datetime]:
+        return self.effective_to
+
+
+@dataclass(frozen=True)
+class Note(Envelope):
+    """Working memory: session scratch with hours of TTL, kept in its own table."""
+
+    session_id: str
+    key: str
+    value: Any
+    _: KW_ONLY
+    ttl: timedelta = NOTE_TTL
+    valid_from: Optional[datetime] = None  # default: the store clock at write
+    subject: Optional[str] = None
+    kind: ClassVar[str] = "note"
+
+    def _subject(self) -> str:
+        return self.subject or f"session:{self.session_id}"
+
+    def _valid_from(self) -> Optional[datetime]:
+        return self.valid_from
+
+
+Record = Envelope  # any of the kinds above
+
+# --------------------------------------------------------------------------- schema
+
+ENVELOPE_FIELDS: list[pa.Field] = [
+    pa.field("record_id", pa.string(), nullable=False),
+    pa.field("lineage_id", pa.string(), nullable=False),
+    pa.field("org", pa.string(), nullable=False),
+    pa.field("division", pa.string()),
+    pa.field("team", pa.string()),
+    pa.field("actor", pa.string()),
+    pa.field("subject", pa.string(), nullable=False),
+    pa.field("subject_key", pa.string(), nullable=False),
+    pa.field("valid_from", TS, nullable=False),
+    pa.field("valid_to", TS),
+    pa.field("txn_id", pa.string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("evidence", pa.string()),
+    pa.field("authority", pa.string(), nullable=False),
+    pa.field("status", pa.string(), nullable=False),
+    pa.field("confidence", pa.float64()),
+    pa.field("expires_at", TS),
+    pa.field("supersedes", pa.string()),
+    pa.field("derived_from", pa.list_(pa.string())),
+    pa.field("reason", pa.string()),
+    pa.field("content_hash", pa.string(), nullable=False),
+    pa.field("generation", pa.int64(), nullable=False),  # the subject's deletion generation at write
+]
+
+#: Columns whose min/max may appear in the Delta log: times only, never content or ids.
+STATS_COLUMNS: tuple[str, ...] = ("valid_from", "valid_to", "expires_at")
+
+
+def _json(value: Any, field_name: str) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=_json_default)
+    except TypeError as exc:
+        raise ValidationError(f"{field_name} is not JSON-serialisable: {exc}", field=field_name) from exc
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """How one record kind maps to its Delta table."""
+
+    kind: str
+    cls: type
+    columns: Sequence[pa.Field]
+    to_columns: Callable[[Any], dict[str, Any]]
+    from_columns: Callable[[Mapping[str, Any]], dict[str, Any]]
+    slot: Callable[[Any, Scope], str]
+    content: Callable[[Any], tuple]
+    text_sql: str  # DuckDB expression giving the searchable text of a row
+
+    @property
+    def table(self) -> str:
+        return self.kind
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema(ENVELOPE_FIELDS + list(self.columns))
+
+
+def _fact_like(kind: str, cls: type, text_sql: str) -> KindSpec:
+    return KindSpec(
+        kind=kind,
+        cls=cls,
+        columns=[pa.field("attribute", pa.string(), nullable=False), pa.field("value", pa.string())],
+        to_columns=lambda r: {"attribute": r.attribute, "value": _json(r.value, "value")},
+        from_columns=lambda row: {
+            "subject": row["subject"],
+            "attribute": row["attribute"],
+            "value": json.loads(row["value"]),
+            "valid_from": row["valid_from"],
+            "valid_to": row["valid_to"],
+        },
+        slot=lambda r, scope: _slot(kind, r.subject, r.attribute),
+        content=lambda r: (_json(r.value, "value"), r.valid_to),
+        text_sql=text_sql,
+    )
+
+
+def _episode_slot(r: Episode, scope: Scope) -> str:
+    return _slot("episode", r.service, r.env, r.symptom, r.action, r.outcome, r.version_from, r.version_to,
+                 r.observed_at.isoformat(), r.evidence)
+
+
+SPECS: dict[str, KindSpec] = {
+    "fact": _fact_like("fact", Fact, "subject || ' ' || attribute || ': ' || value"),
+    "preference": _fact_like("preference", Preference, "subject || ' prefers ' || attribute || ': ' || value"),
+    "episode": KindSpec(
+        kind="episode",
+        cls=Episode,
+        columns=[
+            pa.field("service", pa.string(), nullable=False),
+            pa.field("env", pa.string(), nullable=False),
+            pa.field("symptom", pa.string(), nullable=False),
+            pa.field("action", pa.string(), nullable=False),
+            pa.field("outcome", pa.string(), nullable=False),
+            pa.field("version_from", pa.string()),
+            pa.field("version_to", pa.string()),
+        ],
+        to_columns=lambda r: {
+            "service": r.service, "env": r.env, "symptom": r.symptom, "action": r.action,
+            "outcome": r.outcome, "version_from": r.version_from, "version_to": r.version_to,
+        },
+        from_columns=lambda row: {
+            "service": row["service"], "env": row["env"], "symptom": row["symptom"],
+            "action": row["action"], "outcome": row["outcome"], "observed_at": row["valid_from"],
+            "version_from": row["version_from"], "version_to": row["version_to"], "subject": row["subject"],
+        },
+        slot=_episode_slot,
+        content=lambda r: (r.outcome, r.evidence),
+        text_sql="service || ' ' || env || ': ' || symptom || '; tried ' || action || ' -> ' || outcome",
+    ),
+    "reference": KindSpec(
+        kind="reference",
+        cls=Reference,
+        columns=[
+            pa.field("uri", pa.string(), nullable=False),
+            pa.field("title", pa.string()),
+            pa.field("content", pa.string()),
+        ],
+        to_columns=lambda r: {"uri": r.uri, "title": r.title, "content": r.content},
+        from_columns=lambda row: {
+            "uri": row["uri"], "title": row["title"], "content": row["content"],
+            "published_at": row["valid_from"], "subject": row["subject"],
+        },
+        slot=lambda r, scope: _slot("reference", r.uri),
+        content=lambda r: (r.title, r.content, r.published_at),
+        text_sql="coalesce(title, '') || '. ' || coalesce(content, '')",
+    ),
+    "policy": KindSpec(
+        kind="policy",
+        cls=Policy,
+        columns=[
+            pa.field("policy_id", pa.string(), nullable=False),
+            pa.field("text", pa.string(), nullable=False),
+            pa.field("conditions", pa.string(), nullable=False),
+            pa.field("priority", pa.int64(), nullable=False),
+            pa.field("approved_by", pa.string()),
+            pa.field("overrides", pa.list_(pa.string())),
+        ],
+        to_columns=lambda r: {
+            "policy_id": r.policy_id, "text": r.text, "conditions": _json(dict(r.conditions), "conditions"),
+            "priority": int(r.priority), "approved_by": r.approved_by, "overrides": list(r.overrides),
+        },
+        from_columns=lambda row: {
+            "policy_id": row["policy_id"], "text": row["text"], "conditions": json.loads(row["conditions"]),
+            "effective_from": row["valid_from"], "effective_to": row["valid_to"],
+            "priority": row["priority"], "approved_by": row["approved_by"],
+            "overrides": tuple(row["overrides"] or ()), "subject": row["subject"],
+        },
+        slot=lambda r, scope: _slot("policy", r.policy_id),
+        content=lambda r: (r.text, _json(dict(r.conditions), "conditions"), r.effective_to, r.priority,
+                           r.approved_by, tuple(r.overrides)),
+        text_sql="policy_id || ': ' || text",
+    ),
+    "note": KindSpec(
+        kind="note",
+        cls=Note,
+        columns=[
+            pa.field("session_id", pa.string(), nullable=False),
+            pa.field("key", pa.string(), nullable=False),
+            pa.field("value", pa.string()),
+        ],
+        to_columns=lambda r: {"session_id": r.session_id, "key": r.key, "value": _json(r.value, "value")},
+        from_columns=lambda row: {
+            "session_id": row["session_id"], "key": row["key"], "value": json.loads(row["value"]),
+            "valid_from": row["valid_from"], "subject": row["subject"],
+        },
+        slot=lambda r, scope: _slot("note", r.session_id, r.key),
+        content=lambda r: (_json(r.value, "value"),),
+        text_sql="key || ': ' || value",
+    ),
+}
+
+KINDS: tuple[str, ...] = tuple(SPECS)
+MEMORY_KINDS: tuple[str, ...] = ("fact", "preference", "episode", "reference", "policy")
+
+
+KIND_PREFIXES: dict[str, str] = {kind[:3]: kind for kind in SPECS}
+
+
+def kind_of_record_id(record_id: str) -> str:
+    """Record ids start with their kind (``fac_…``), so a lookup by id needs no scan of every table."""
+    kind = KIND_PREFIXES.get(str(record_id)[:3])
+    if kind is None or str(record_id)[3:4] != "_":
+        raise ValidationError(f"{record_id!r} is not a record id of this store", field="record_id")
+    return kind
+
+
+def spec_of(record: Any) -> KindSpec:
+    kind = getattr(record, "kind", None)
+    if kind not in SPECS or not isinstance(record, SPECS[kind].cls):
+        raise ValidationError(
+            f"not a memory record: {type(record).__name__} (use Fact, Preference, Episode, Reference, Policy or Note)",
+            field="record",
+        )
+    return SPECS[kind]
+
+
+def check_kinds(kinds: Optional[Sequence[str]]) -> tuple[str, ...]:
+    if kinds is None:
+        return MEMORY_KINDS
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    unknown = [k for k in kinds if k not in SPECS]
+    if unknown:
+        raise ValidationError(f"unknown kind(s) {unknown}; known: {', '.join(KINDS)}", field="kinds")
+    return tuple(kinds)
+
+
+def record_from_row(kind: str, row: Mapping[str, Any]) -> Envelope:
+    """Rebuild a typed record from a row of its table (plus ``known_since`` if joined)."""
+    spec = SPECS[kind]
+    scope = Scope(row["org"], row.get("division"), row.get("team"), row.get("actor"))
+    kw = spec.from_columns(row)
+    kw.update(
+        scope=scope,
+        source=row["source"],
+        evidence=row.get("evidence"),
+        authority=row.get("authority"),
+        confidence=row.get("confidence"),
+        expires_at=row.get("expires_at"),
+        supersedes=row.get("supersedes"),
+        derived_from=tuple(row.get("derived_from") or ()),
+        reason=row.get("reason"),
+        record_id=row["record_id"],
+        lineage_id=row["lineage_id"],
+        status=row["status"],
+        txn_id=row.get("txn_id"),
+        known_since=row.get("known_since"),
+    )
+    if kind in ("preference", "note"):
+        kw["ttl"] = None if kind == "preference" else NOTE_TTL
+    return spec.cls(**kw)
+
+
+def aware(value: Any, name: str, optional: bool = False) -> Optional[datetime]:
+    return require_aware(value, name, optional=optional)

@@ -1,0 +1,263 @@
+"""MemoryStore: the thin facade over the modules (lake, write, query, retrieve, …).
+
+It holds no rules of its own: it resolves the read basis, checks arguments and hands
+each call to the one module that owns the concept.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+from . import policy as policy_rules
+from .audit import AuditEvent, audit_trail
+from .errors import PermissionDenied, StaleGeneration, ValidationError
+from .forget import Ledger
+from .lake import Lake, commit_metadata, new_txn_id
+from .query import Visibility
+from .records import (
+    SPECS, Envelope, Fact, Policy, check_kinds, kind_of_record_id, record_from_row, subject_key,
+)
+from .redact import Redactor
+from .retrieve import Hit, recall_lexical
+from .scope import Principal, Scope
+from .time import Basis, Clock, StoreClock, resolve_basis
+from .write import BatchResult, Writer, WriteResult
+
+
+def open(  # noqa: A001 - the public name of API.md
+    uri: str | os.PathLike = "data/store",
+    *,
+    storage_options: Optional[dict[str, str]] = None,
+    ledger_uri: Optional[str] = None,
+    clock: Optional[Clock] = None,
+    embedder: Any = None,
+    redactor: Optional[Redactor] = None,
+    create: bool = True,
+) -> "MemoryStore":
+    """Create or open a memory store at a local path or an object-store URI.
+
+    >>> import tempfile, memory_lakehouse as ml
+    >>> store = ml.open(tempfile.mkdtemp())
+    >>> store.root.endswith("")
+    True
+    """
+    return MemoryStore(str(uri), storage_options=storage_options, ledger_uri=ledger_uri, clock=clock,
+                       embedder=embedder, redactor=redactor, create=create)
+
+
+class MemoryStore:
+    """Bi-temporal, scoped, governed agent memory in Delta tables. Use `open()`."""
+
+    def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None,
+                 ledger_uri: Optional[str] = None, clock: Optional[Clock] = None, embedder: Any = None,
+                 redactor: Optional[Redactor] = None, create: bool = True) -> None:
+        self.clock = StoreClock(clock)
+        self.lake = Lake(uri, storage_options=storage_options, clock=self.clock, create=create)
+        self.root = self.lake.root
+        self.ledger = Ledger(ledger_uri or f"{self.root}/_ledger", storage_options=storage_options)
+        self.vis = Visibility(self.lake)
+        self.vis.set_forgotten(self.ledger.forgotten())
+        self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations)
+        self.writer.checks["policy"] = [self._check_policy_overlap]
+        self._embedder = embedder
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _basis(self, as_of=None, known_at=None, valid_at=None) -> Basis:
+        self._sync_ledger()
+        return resolve_basis(self.clock.peek(), as_of=as_of, known_at=known_at, valid_at=valid_at)
+
+    def _sync_ledger(self) -> None:
+        if self.ledger.refresh():
+            self.vis.set_forgotten(self.ledger.forgotten())
+
+    def _generations(self, keys):
+        self._sync_ledger()
+        return self.ledger.generations(keys)
+
+    @staticmethod
+    def _principal(by: Any) -> Principal:
+        if not isinstance(by, Principal):
+            raise ValidationError("by= must be a Principal (who is acting)", field="by")
+        return by
+
+    @contextmanager
+    def tracer(self, callback: Callable[..., None]) -> Iterator[None]:
+        """Show every DuckDB query and planner decision while the block runs.
+
+        >>> # with store.tracer(print): store.get_fact("user:42", "plan", by=alice)
+        """
+        def relay(message: str, params: Mapping[str, Any]) -> None:
+            callback(message if not params else f"{message}\n  params: {dict(params)}")
+        with self.vis.tracing(relay):
+            yield
+
+    # ------------------------------------------------------------------ writes
+
+    def write(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
+              reason: Optional[str] = None, generation: Optional[int] = None) -> WriteResult:
+        """Write one record through the one write path; see `write.Writer`."""
+        return self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
+                                  generation=generation)[0]
+
+    def write_many(self, records: Sequence[Envelope], *, by: Principal, scope: Optional[Scope] = None,
+                   reason: Optional[str] = None, generation: Optional[int] = None) -> BatchResult:
+        """Write a batch: the same path as `write`, one commit per table, all or nothing."""
+        return self.writer.commit(list(records), self._principal(by), scope=scope, reason=reason,
+                                  generation=generation)
+
+    def propose(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
+                reason: Optional[str] = None) -> WriteResult:
+        """Record a draft (status ``proposed``): never recalled as memory until approved."""
+        return self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
+                                  status="proposed", op="propose")[0]
+
+    def _raw(self, record_id: str) -> tuple[str, dict]:
+        kind = kind_of_record_id(record_id)
+        rows = self.vis.by_ids(kind, [record_id]).to_pylist()
+        if not rows:
+            raise ValidationError(f"no record {record_id}", field="record_id")
+        return kind, rows[0]
+
+    def approve(self, record_id: str, *, by: Principal, reason: Optional[str] = None, **corrections: Any) -> WriteResult:
+        """Promote a proposal to active memory, with optional corrections. Agents cannot approve."""
+        by = self._principal(by)
+        kind, row = self._raw(record_id)
+        if row["status"] != "proposed":
+            raise ValidationError(f"{record_id} is {row['status']}, not a proposal", field="record_id")
+        scope = Scope(row["org"], row["division"], row["team"], row["actor"])
+        by.check_curate(scope, "approve")
+        proposer = self.lake.views[kind].by_txn[row["txn_id"]].actor
+        if proposer == by.id:
+            raise PermissionDenied(f"{by.id} proposed {record_id} and cannot approve its own proposal")
+        record = record_from_row(kind, row)
+        base: dict[str, Any] = dict(status="active", record_id=None, lineage_id=None, txn_id=None,
+                                    known_since=None, supersedes=record_id, authority=None)
+        if isinstance(record, Policy):
+            base["approved_by"] = by.id
+        if kind in ("preference", "note"):
+            base["expires_at"] = row["expires_at"]
+        try:
+            record = replace(record, **{**base, **corrections})
+        except TypeError as exc:
+            raise ValidationError(f"unknown correction: {exc}", field="corrections") from exc
+        return self.writer.commit([record], by, reason=reason or f"approved proposal {record_id}", op="approve",
+                                  reconcile=True)[0]
+
+    def retract(self, record_id: str, *, by: Principal, reason: str) -> WriteResult:
+        """End a record: a new row that hides it from every later read (history keeps it)."""
+        by = self._principal(by)
+        if not reason or not str(reason).strip():
+            raise ValidationError("a retraction needs a reason", field="reason")
+        kind, row = self._raw(record_id)
+        if row["status"] != "active":
+            raise ValidationError(f"{record_id} is {row['status']}; only active records can be retracted",
+                                  field="record_id")
+        scope = Scope(row["org"], row["division"], row["team"], row["actor"])
+        by.check_write(scope)
+        record = replace(record_from_row(kind, row), record_id=None, txn_id=None, known_since=None,
+                         supersedes=record_id, reason=reason)
+        return self.writer.commit([record], by, reason=reason, status="retracted", op="retract",
+                                  reconcile=False)[0]
+
+    def generation(self, subject: str) -> int:
+        """The subject's deletion generation; pass it back with ``write(..., generation=)``."""
+        key = subject_key(subject)
+        return self._generations([key]).get(key, 0)
+
+    # ------------------------------------------------------------------ reads
+
+    def get_fact(self, subject: str, attribute: str, *, by: Principal, as_of: Optional[datetime] = None,
+                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
+                 kind: str = "fact") -> Optional[Envelope]:
+        """The value of one slot at the basis, or None. No vector search involved.
+
+        >>> # store.get_fact("user:42", "plan", by=alice).value
+        """
+        basis = self._basis(as_of, known_at, valid_at)
+        rows = self.vis.rows(kind, self._principal(by), basis, subject=subject,
+                             filters={"attribute": str(attribute).strip().lower()})
+        return record_from_row(kind, rows.to_pylist()[0]) if rows.num_rows else None
+
+    def recall(self, query: str, *, by: Principal, subject: Optional[str] = None,
+               kinds: Optional[Sequence[str]] = None, k: int = 8, filters: Optional[dict] = None,
+               as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
+               valid_at: Optional[datetime] = None) -> list[Hit]:
+        """Fuzzy recall: the visibility filter first, then ranking; each hit says why."""
+        if not isinstance(k, int) or k < 1:
+            raise ValidationError("k must be a positive integer", field="k")
+        basis = self._basis(as_of, known_at, valid_at)
+        return recall_lexical(self.vis, str(query), self._principal(by), basis, kinds=check_kinds(kinds),
+                              subject=subject, k=k, filters=filters)
+
+    def episodes(self, *, service: str, env: str, by: Principal, version: Optional[str] = None, k: int = 5,
+                 symptom: Optional[str] = None, as_of: Optional[datetime] = None,
+                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> list[Envelope]:
+        """Filter hard, then rank: what was tried on this service/env/version, newest first.
+
+        Superseded, expired and inconclusive episodes never come back; at most *k* (five).
+        """
+        from .retrieve import version_in_range
+
+        basis = self._basis(as_of, known_at, valid_at)
+        rows = self.vis.rows("episode", self._principal(by), basis, filters={"service": service, "env": env})
+        out = []
+        for row in rows.to_pylist():
+            if row["outcome"] == "inconclusive":
+                continue
+            if version is not None and not version_in_range(version, row["version_from"], row["version_to"]):
+                continue
+            out.append(record_from_row("episode", row))
+        if symptom:
+            from .retrieve import lexical_scores
+
+            scores = lexical_scores(symptom, [f"{e.symptom} {e.action}" for e in out])
+            out = [e for _, e in sorted(zip(scores, out), key=lambda p: -float(p[0]))]
+        return out[:k]
+
+    # ------------------------------------------------------------------ policy
+
+    def _check_policy_overlap(self, policies: Sequence[Envelope], vis: Visibility) -> None:
+        now = self.clock.peek()
+        for new in policies:
+            assert isinstance(new, Policy) and new.scope is not None
+            reader = Principal("policy-check", new.scope, role="steward")
+            rows = vis.rows("policy", reader, Basis(now, new.effective_from), heads_only=False)
+            existing = [record_from_row("policy", r) for r in rows.to_pylist()]
+            existing = [p for p in existing if p.scope == new.scope]
+            clash = policy_rules.overlaps(new, existing)
+            if clash:
+                names = ", ".join(f"{p.policy_id} ({p.record_id})" for p in clash)
+                raise ValidationError(
+                    f"policy {new.policy_id} overlaps {names} on the same scope with equal priority and conditions "
+                    "that can match the same case; set a different priority or declare overrides=[...]",
+                    field="priority")
+
+    def resolve_policy(self, facts: Mapping[str, Any], *, at: datetime, by: Principal,
+                       known_at: Optional[datetime] = None) -> policy_rules.Decision:
+        """Which approved policy governs a case at world time *at*, as known at *known_at*.
+
+        The facts come from the system of record (memory does not own the order). The
+        decision says which rule applies; it never authorises an action.
+        """
+        basis = self._basis(known_at=known_at, valid_at=at)
+        rows = self.vis.rows("policy", self._principal(by), basis)
+        candidates = [record_from_row("policy", r) for r in rows.to_pylist()]
+        return policy_rules.resolve(candidates, dict(facts), basis.valid_at, known_at=basis.known_at)
+
+    # ------------------------------------------------------------------ audit & forgetting
+
+    def audit(self, *, by: Principal, subject: Optional[str] = None,
+              record_id: Optional[str] = None) -> list[AuditEvent]:
+        """Who acted, when, why, on which records — from the commit log, with no content."""
+        by = self._principal(by)
+        by.check_steward(by.scope, "audit")
+        if subject is None and record_id is None:
+            raise ValidationError("audit needs subject= or record_id=", field="subject")
+        self._sync_ledger()
+        self.lake.refresh()
+        return audit_trail(self.lake, self.ledger, by, subject=subject, record_id=record_id)

@@ -1,0 +1,375 @@
+"""The one write path: validate → redact → normalize → reconcile → append.
+
+Live writes, backfills (`write_many`), proposals, approvals and retractions all pass
+through `Writer.commit`, so there is one definition of what a stored memory looks like
+(no backfill skew). Bad input raises before any byte is written; a batch is one commit
+per table it touches and is visible all-or-nothing.
+
+Reconcile, per slot and scope, against the version in force at the new row's
+``valid_from``: the same content is a ``duplicate`` (nothing written), different
+content ``supersede``s it (with a pointer and a reason), no predecessor is ``inserted``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Sequence
+
+import pyarrow as pa
+
+from .errors import StaleGeneration, ValidationError
+from .lake import Lake, commit_metadata, new_txn_id
+from .query import Visibility
+from .records import (
+    AUTHORITIES, FAILED_EPISODE_TTL, OUTCOMES, SPECS, Envelope, Episode, Fact, Note, Policy, Preference,
+    Reference, new_record_id, spec_of, subject_key,
+)
+from .redact import Redactor
+from .scope import Principal, Scope
+from .time import require_aware
+
+Action = Literal["inserted", "superseded", "duplicate"]
+Status = Literal["active", "proposed", "retracted"]
+
+#: Per-kind extra checks (e.g. policy overlap), called with the validated batch of that kind.
+KindCheck = Callable[[Sequence[Envelope], Visibility], None]
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What happened to one record."""
+
+    record_id: str
+    action: Action
+    kind: str
+    lineage_id: str
+    scope: Scope
+    supersedes: Optional[str] = None
+    txn_id: Optional[str] = None
+    version: Optional[int] = None  # the Delta version of the commit that added it
+    known_since: Optional[datetime] = None  # system time of that commit
+    redacted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """The results of one `write_many`, in input order."""
+
+    results: tuple[WriteResult, ...]
+    txn_id: Optional[str]
+    versions: Mapping[str, int] = field(default_factory=dict)
+    committed_at: Optional[datetime] = None
+
+    def __iter__(self):
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, i: int) -> WriteResult:
+        return self.results[i]
+
+    def count(self, action: Action) -> int:
+        return sum(1 for r in self.results if r.action == action)
+
+
+def _text(value: Any, name: str, *, optional: bool = False) -> Optional[str]:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if optional:
+            return None
+        raise ValidationError(f"{name} is required and must be a non-empty string", field=name)
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a string, got {type(value).__name__}", field=name)
+    return value.strip()
+
+
+class Writer:
+    """Turns records into rows and commits them; knows nothing about reading for users."""
+
+    def __init__(self, lake: Lake, visibility: Visibility, *, redactor: Optional[Redactor] = None,
+                 generations: Optional[Callable[[Iterable[str]], Mapping[str, int]]] = None) -> None:
+        self.lake = lake
+        self.vis = visibility
+        self.redactor = redactor or Redactor()
+        self.generations = generations or (lambda keys: {})
+        self.checks: dict[str, list[KindCheck]] = {}
+
+    # ------------------------------------------------------------------ validate
+
+    def _validate(self, record: Envelope, principal: Principal, scope: Optional[Scope], status: Status,
+                  now: datetime) -> tuple[Envelope, tuple[str, ...]]:
+        """Check and normalise one record; return it with the redactions applied."""
+        spec_of(record)  # raises for non-records
+        target = record.scope or scope or principal.scope
+        if not isinstance(target, Scope):
+            raise ValidationError("scope must be a Scope", field="scope")
+        if status == "proposed":
+            principal.check_propose(target)
+        else:
+            principal.check_write(target)
+        if record.authority is not None and record.authority not in AUTHORITIES:
+            raise ValidationError(f"authority must be one of {', '.join(AUTHORITIES)}", field="authority")
+        if record.confidence is not None and not (
+                isinstance(record.confidence, (int, float)) and 0.0 <= record.confidence <= 1.0):
+            raise ValidationError("confidence must be a number between 0 and 1", field="confidence")
+        derived = record.derived_from
+        if isinstance(derived, str) or not all(isinstance(d, str) for d in derived):
+            raise ValidationError("derived_from must be a sequence of record ids", field="derived_from")
+        changes: dict[str, Any] = {
+            "scope": target,
+            "expires_at": require_aware(record.expires_at, "expires_at", optional=True),
+            "evidence": _text(record.evidence, "evidence", optional=True),
+            "reason": _text(record.reason, "reason", optional=True),
+            "derived_from": tuple(derived),
+            "supersedes": _text(record.supersedes, "supersedes", optional=True),
+        }
+        if isinstance(record, Note):
+            changes["source"] = _text(record.source, "source", optional=True) or f"session:{record.session_id}"
+        else:
+            changes["source"] = _text(record.source, "source")
+        changes.update(self._validate_kind(record, now))
+        merged = {**{"expires_at": None}, **changes}
+        if merged["expires_at"] is None:
+            merged["expires_at"] = self._default_expiry(record, changes)
+        record = replace(record, **merged)
+        return self._redact(record)
+
+    def _validate_kind(self, r: Envelope, now: datetime) -> dict[str, Any]:
+        if isinstance(r, (Fact, Preference)):
+            out: dict[str, Any] = {
+                "subject": _text(r.subject, "subject"), "attribute": _text(r.attribute, "attribute").lower(),
+                "valid_from": require_aware(r.valid_from, "valid_from"),
+                "valid_to": require_aware(r.valid_to, "valid_to", optional=True),
+            }
+            if r.value is None:
+                raise ValidationError("value is required", field="value")
+            if out["valid_to"] is not None and out["valid_to"] <= out["valid_from"]:
+                raise ValidationError("valid_to must be after valid_from", field="valid_to")
+            if isinstance(r, Preference) and r.ttl is not None and r.ttl <= timedelta(0):
+                raise ValidationError("ttl must be positive", field="ttl")
+            return out
+        if isinstance(r, Episode):
+            outcome = _text(r.outcome, "outcome")
+            if outcome not in OUTCOMES:
+                raise ValidationError(f"outcome must be one of {', '.join(OUTCOMES)} (got {r.outcome!r})",
+                                      field="outcome")
+            evidence = _text(r.evidence, "evidence", optional=True)
+            if evidence is None:
+                raise ValidationError("an episode needs evidence a person can open (incident, PR or log link)",
+                                      field="evidence")
+            return {
+                "service": _text(r.service, "service"), "env": _text(r.env, "env"),
+                "symptom": _text(r.symptom, "symptom"), "action": _text(r.action, "action"), "outcome": outcome,
+                "observed_at": require_aware(r.observed_at, "observed_at"),
+                "version_from": _text(r.version_from, "version_from", optional=True),
+                "version_to": _text(r.version_to, "version_to", optional=True),
+                "subject": _text(r.subject, "subject", optional=True),
+            }
+        if isinstance(r, Reference):
+            return {
+                "uri": _text(r.uri, "uri"), "title": _text(r.title, "title", optional=True) or "",
+                "content": _text(r.content, "content"), "published_at": require_aware(r.published_at, "published_at"),
+                "subject": _text(r.subject, "subject", optional=True),
+            }
+        if isinstance(r, Policy):
+            if not isinstance(r.conditions, Mapping):
+                raise ValidationError("conditions must be a mapping of field -> value", field="conditions")
+            for k, v in r.conditions.items():
+                if not isinstance(k, str) or not k.strip() or not isinstance(v, (str, int, float, bool)):
+                    raise ValidationError(f"condition {k!r} must map a field name to a scalar value",
+                                          field="conditions")
+            if isinstance(r.priority, bool) or not isinstance(r.priority, int):
+                raise ValidationError("priority must be an integer", field="priority")
+            out = {
+                "policy_id": _text(r.policy_id, "policy_id"), "text": _text(r.text, "text"),
+                "conditions": {k.strip(): v for k, v in r.conditions.items()},
+                "effective_from": require_aware(r.effective_from, "effective_from"),
+                "effective_to": require_aware(r.effective_to, "effective_to", optional=True),
+                "approved_by": _text(r.approved_by, "approved_by", optional=True),
+                "overrides": tuple(r.overrides), "subject": _text(r.subject, "subject", optional=True),
+            }
+            if out["effective_to"] is not None and out["effective_to"] <= out["effective_from"]:
+                raise ValidationError("effective_to must be after effective_from", field="effective_to")
+            return out
+        if isinstance(r, Note):
+            if not isinstance(r.ttl, timedelta) or r.ttl <= timedelta(0):
+                raise ValidationError("ttl must be a positive timedelta", field="ttl")
+            if r.value is None:
+                raise ValidationError("value is required", field="value")
+            return {
+                "session_id": _text(r.session_id, "session_id"), "key": _text(r.key, "key"),
+                "valid_from": require_aware(r.valid_from, "valid_from", optional=True) or now,
+                "subject": _text(r.subject, "subject", optional=True),
+            }
+        raise ValidationError(f"unsupported record {type(r).__name__}", field="record")
+
+    @staticmethod
+    def _default_expiry(r: Envelope, changes: Mapping[str, Any]) -> Optional[datetime]:
+        if isinstance(r, Preference) and r.ttl is not None:
+            return changes["valid_from"] + r.ttl
+        if isinstance(r, Episode) and changes["outcome"] == "failed":
+            return changes["observed_at"] + FAILED_EPISODE_TTL
+        if isinstance(r, Note):
+            return changes["valid_from"] + r.ttl
+        return None
+
+    def _redact(self, r: Envelope) -> tuple[Envelope, tuple[str, ...]]:
+        found: list[str] = []
+
+        def clean(value: Any) -> Any:
+            if isinstance(value, str):
+                text, kinds = self.redactor.redact(value)
+                found.extend(kinds)
+                return text
+            if isinstance(value, Mapping):
+                return {k: clean(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return type(value)(clean(v) for v in value)
+            return value
+
+        names = {"evidence", "reason"} | {
+            Fact: {"value"}, Preference: {"value"}, Note: {"value"},
+            Episode: {"symptom", "action"}, Reference: {"title", "content"}, Policy: {"text"},
+        }[type(r)]
+        changes = {n: clean(getattr(r, n)) for n in names}
+        return replace(r, **changes), tuple(dict.fromkeys(found))
+
+    # ------------------------------------------------------------------ commit
+
+    def commit(
+        self,
+        records: Sequence[Envelope],
+        principal: Principal,
+        *,
+        scope: Optional[Scope] = None,
+        reason: Optional[str] = None,
+        status: Status = "active",
+        generation: Optional[int] = None,
+        op: str = "write",
+        reconcile: bool = True,
+    ) -> BatchResult:
+        """Validate, redact, reconcile and append *records* in one transaction."""
+        if not isinstance(principal, Principal):
+            raise ValidationError("by= must be a Principal", field="by")
+        if isinstance(records, Envelope):
+            records = [records]
+        if not records:
+            return BatchResult((), None)
+        now = self.lake.clock.peek()
+        prepared = [self._validate(r, principal, scope, status, now) for r in records]
+        for kind in {spec_of(r).kind for r, _ in prepared}:
+            for check in self.checks.get(kind, ()):
+                check([r for r, _ in prepared if r.kind == kind], self.vis)
+        keys = {subject_key(r.subject_name) for r, _ in prepared}
+        current = self.generations(keys)
+        if generation is not None:
+            for key in keys:
+                if current.get(key, 0) > generation:
+                    raise StaleGeneration(key, generation, current.get(key, 0))
+        forgotten = self.vis.forgotten.record_ids
+        for r, _ in prepared:
+            if forgotten.intersection(r.derived_from) or (r.supersedes and r.supersedes in forgotten):
+                raise StaleGeneration(subject_key(r.subject_name), generation or 0, current.get(subject_key(r.subject_name), 0))
+        planned = self._reconcile(prepared, status, reason, reconcile)
+        rows: dict[str, list[dict[str, Any]]] = {}
+        txn_id = new_txn_id()
+        for record, result, _ in planned:
+            if result.action != "duplicate":
+                rows.setdefault(record.kind, []).append(
+                    self._row(record, result, txn_id, status, current.get(subject_key(record.subject_name), 0)))
+        if not rows:
+            return BatchResult(tuple(res for _, res, _ in planned), None)
+        committed_at = self.lake.clock.read()
+        meta = commit_metadata(
+            txn_id=txn_id, committed_at=committed_at, op=op, actor=principal.id,
+            reason=self.redactor.redact(reason)[0] if reason else None,
+            writers=[r.source for r, _, _ in planned], kinds=list(rows), records=sum(len(v) for v in rows.values()),
+        )
+        tables = {k: pa.Table.from_pylist(v, schema=SPECS[k].schema) for k, v in rows.items()}
+        versions = self.lake.append(tables, meta)
+        results = tuple(
+            res if res.action == "duplicate" else replace(
+                res, txn_id=txn_id, version=versions.get(rec.kind), known_since=committed_at)
+            for rec, res, _ in planned
+        )
+        return BatchResult(results, txn_id, versions, committed_at)
+
+    def _reconcile(self, prepared: Sequence[tuple[Envelope, tuple[str, ...]]], status: Status,
+                   reason: Optional[str], enabled: bool) -> list[tuple[Envelope, WriteResult, tuple[str, ...]]]:
+        by_kind: dict[str, list[int]] = {}
+        lineages: list[str] = []
+        for i, (r, _) in enumerate(prepared):
+            spec = spec_of(r)
+            lineage = spec.slot(r, r.scope)
+            if isinstance(r, Episode) and r.supersedes:
+                lineage = self._lineage_of(r.supersedes, "episode") or lineage
+            lineages.append(lineage)
+            by_kind.setdefault(spec.kind, []).append(i)
+        # versions[(kind, lineage, scope)] = sorted [(valid_from, seq, record_id, content_hash)]
+        versions: dict[tuple, list[tuple]] = {}
+        if enabled and status == "active":
+            for kind, idx in by_kind.items():
+                existing = self.vis.slot_versions(kind, sorted({lineages[i] for i in idx}))
+                for seq, row in enumerate(existing.to_pylist()):
+                    scope = Scope(row["org"], row["division"], row["team"], row["actor"])
+                    versions.setdefault((kind, row["lineage_id"], scope), []).append(
+                        (row["valid_from"], seq, row["record_id"], row["content_hash"]))
+        planned = []
+        for i, (r, redacted) in enumerate(prepared):
+            kind = r.kind
+            chash = _content_hash(r)
+            valid_from = r.valid_interval[0]
+            record_id = new_record_id(kind)
+            slot = versions.setdefault((kind, lineages[i], r.scope), [])
+            pos = bisect.bisect_right(slot, (valid_from, float("inf")))
+            pred = slot[pos - 1] if pos and status == "active" and enabled else None
+            if pred is not None and pred[3] == chash:
+                planned.append((r, WriteResult(pred[2], "duplicate", kind, lineages[i], r.scope,
+                                               redacted=redacted), redacted))
+                continue
+            if isinstance(r, Reference) and pred is not None and pred[0] == valid_from:
+                raise ValidationError(
+                    f"reference {r.uri} published at {valid_from.isoformat()} is already recorded with other "
+                    "content; references are immutable — record a new publication date", field="content")
+            supersedes = r.supersedes or (pred[2] if pred is not None else None)
+            action: Action = "superseded" if supersedes else "inserted"
+            if supersedes and not r.reason:
+                r = replace(r, reason=reason or "value changed")
+            slot.insert(pos, (valid_from, len(slot) + 10**9, record_id, chash))
+            r = replace(r, record_id=record_id, lineage_id=lineages[i], supersedes=supersedes)
+            planned.append((r, WriteResult(record_id, action, kind, lineages[i], r.scope, supersedes=supersedes,
+                                           redacted=redacted), redacted))
+        return planned
+
+    def _lineage_of(self, record_id: str, kind: str) -> Optional[str]:
+        rows = self.vis.by_ids(kind, [record_id])
+        return rows.column("lineage_id")[0].as_py() if rows.num_rows else None
+
+    def _row(self, r: Envelope, result: WriteResult, txn_id: str, status: Status, generation: int) -> dict[str, Any]:
+        spec = spec_of(r)
+        valid_from, valid_to = r.valid_interval
+        scope = r.scope
+        assert scope is not None
+        authority = r.authority or ("model_guess" if status == "proposed" else
+                                    "published_policy" if isinstance(r, Policy) and r.approved_by else
+                                    "system_of_record" if isinstance(r, Reference) else "human_confirmed")
+        row = {
+            "record_id": result.record_id, "lineage_id": result.lineage_id,
+            "org": scope.org, "division": scope.division, "team": scope.team, "actor": scope.actor,
+            "subject": r.subject_name, "subject_key": subject_key(r.subject_name),
+            "valid_from": valid_from, "valid_to": valid_to, "txn_id": txn_id, "source": r.source,
+            "evidence": r.evidence, "authority": authority, "status": status, "confidence": r.confidence,
+            "expires_at": r.expires_at, "supersedes": r.supersedes, "derived_from": list(r.derived_from),
+            "reason": r.reason, "content_hash": _content_hash(r), "generation": generation,
+        }
+        row.update(spec.to_columns(r))
+        return row
+
+
+def _content_hash(r: Envelope) -> str:
+    payload = json.dumps(spec_of(r).content(r), sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
