@@ -38,10 +38,10 @@ from .time import Basis
 
 Tracer = Callable[[str, Mapping[str, Any]], None]
 
-SCOPE_DEPTH_SQL = (
-    "(CASE WHEN actor IS NOT NULL THEN 4 WHEN team IS NOT NULL THEN 3 "
-    "WHEN division IS NOT NULL THEN 2 ELSE 1 END)"
-)
+def scope_depth_sql(alias: str = "") -> str:
+    a = f"{alias}." if alias else ""
+    return (f"(CASE WHEN {a}actor IS NOT NULL THEN 4 WHEN {a}team IS NOT NULL THEN 3 "
+            f"WHEN {a}division IS NOT NULL THEN 2 ELSE 1 END)")
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,29 @@ class Forgotten:
         )
 
 
-FORGOTTEN_SQL = """NOT EXISTS (SELECT 1 FROM forgotten_subjects f
-           WHERE (f.key = subject_key AND generation < f.generation)
-              OR (f.key = actor_key AND known_since <= f.forgotten_at))
-      AND record_id NOT IN (SELECT record_id FROM forgotten_records)
-      AND NOT list_has_any(coalesce(derived_from, []), (SELECT coalesce(list(record_id), []) FROM forgotten_records))"""
+def forgotten_sql(alias: str = "") -> str:
+    """The ledger condition: True for rows that are *not* forgotten."""
+    a = f"{alias}." if alias else ""
+    return f"""NOT EXISTS (SELECT 1 FROM forgotten_subjects f
+           WHERE (f.key = {a}subject_key AND {a}generation < f.generation)
+              OR (f.key = {a}actor_key AND {a}known_since <= f.forgotten_at))
+      AND {a}record_id NOT IN (SELECT record_id FROM forgotten_records)
+      AND NOT list_has_any(coalesce({a}derived_from, []), (SELECT coalesce(list(record_id), []) FROM forgotten_records))"""
+
+
+def bases_table(reads: Sequence[tuple[str, Principal, Basis, Optional[str]]]) -> pa.Table:
+    """The bases of many reads: (decision_id, principal, basis, subject or None)."""
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.table({
+        "decision_id": pa.array([r[0] for r in reads], pa.string()),
+        "known_at": pa.array([r[2].known_at for r in reads], ts),
+        "valid_at": pa.array([r[2].valid_at for r in reads], ts),
+        "org": pa.array([r[1].scope.org for r in reads], pa.string()),
+        "division": pa.array([r[1].scope.division for r in reads], pa.string()),
+        "team": pa.array([r[1].scope.team for r in reads], pa.string()),
+        "actor": pa.array([r[1].scope.actor for r in reads], pa.string()),
+        "subject_key": pa.array([subject_key(r[3]) if r[3] is not None else None for r in reads], pa.string()),
+    })
 
 
 class Visibility:
@@ -145,7 +163,28 @@ class Visibility:
 
         ``filters`` are exact matches on columns of the kind's table and only narrow the
         result. ``include_proposals`` returns proposals instead of active memory (the
-        review queue); ``heads_only=False`` returns every live version (replay audits).
+        review queue); ``heads_only=False`` returns every live version.
+        """
+        bases = bases_table([("read", principal, basis, subject)])
+        result = self.visible(kind, bases, filters=filters, include_proposals=include_proposals,
+                              heads_only=heads_only)
+        self.trace(f"visible {kind}: {result.num_rows} row(s) for {principal.id} at {basis.describe()}")
+        return result
+
+    def visible(
+        self,
+        kind: str,
+        bases: pa.Table,
+        *,
+        filters: Optional[Mapping[str, Any]] = None,
+        include_proposals: bool = False,
+        heads_only: bool = True,
+    ) -> pa.Table:
+        """The visibility query for many bases at once (one row per read or replayed decision).
+
+        *bases* has columns ``decision_id, known_at, valid_at, org, division, team,
+        actor, subject_key`` (see `bases_table`); each output row carries the
+        ``decision_id`` it is visible to. A single read is a one-row *bases*.
         """
         if kind not in SPECS:
             raise ValidationError(f"unknown kind {kind!r}", field="kind")
@@ -154,22 +193,9 @@ class Visibility:
         with self._lock:
             self.lake.refresh()
             table = self._register(kind)
-            scope = principal.scope
-            params: dict[str, Any] = {
-                "known_at": basis.known_at, "valid_at": basis.valid_at, "org": scope.org,
-                "division": scope.division, "team": scope.team, "actor": scope.actor,
-            }
-            where = [
-                "known_since <= $known_at",
-                "org = $org",
-                "(division IS NULL OR division = $division)",
-                "(team IS NULL OR team = $team)",
-                "(actor IS NULL OR actor = $actor)",
-                FORGOTTEN_SQL,
-            ]
-            if subject is not None:
-                params["subject_key"] = subject_key(subject)
-                where.append("subject_key = $subject_key")
+            self.con.register("bases", bases)
+            params: dict[str, Any] = {}
+            where = [forgotten_sql("r")]
             for i, (col, value) in enumerate(sorted((filters or {}).items())):
                 if col not in columns or col in ("org", "division", "team", "actor", "known_since"):
                     raise ValidationError(
@@ -178,40 +204,46 @@ class Visibility:
                         field="filters",
                     )
                 params[f"f{i}"] = value
-                where.append(f"{col} IS NOT DISTINCT FROM $f{i}" if value is None else f"{col} = $f{i}")
+                where.append(f"r.{col} IS NOT DISTINCT FROM $f{i}" if value is None else f"r.{col} = $f{i}")
             status = "proposed" if include_proposals else "active"
-            qualify = (
-                "QUALIFY row_number() OVER (PARTITION BY lineage_id ORDER BY scope_depth DESC) = 1"
-                if heads_only else ""
-            )
+            head = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth "
+                    "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, record_id DESC) = 1"
+                    if heads_only else "")
+            slot = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id ORDER BY scope_depth DESC) = 1"
+                    if heads_only else "")
             sql = f"""
 WITH known AS (
-    SELECT *, {SCOPE_DEPTH_SQL} AS scope_depth, {spec.text_sql} AS text
-    FROM {table}
+    SELECT r.*, b.decision_id, b.valid_at AS basis_valid_at,
+           {scope_depth_sql("r")} AS scope_depth,
+           {spec.text_sql} AS search_text
+    FROM {table} r JOIN bases b
+      ON r.org = b.org
+     AND (r.division IS NULL OR r.division = b.division)
+     AND (r.team IS NULL OR r.team = b.team)
+     AND (r.actor IS NULL OR r.actor = b.actor)
+     AND r.known_since <= b.known_at
+     AND (b.subject_key IS NULL OR r.subject_key = b.subject_key)
     WHERE {' AND '.join(where)}
 ),
 retracted AS (
-    SELECT DISTINCT supersedes AS record_id FROM known WHERE status = 'retracted' AND supersedes IS NOT NULL
+    SELECT DISTINCT decision_id, supersedes AS target FROM known
+    WHERE status = 'retracted' AND supersedes IS NOT NULL
 ),
 candidates AS (
-    SELECT * FROM known
-    WHERE status = '{status}'
-      AND valid_from <= $valid_at
-      AND record_id NOT IN (SELECT record_id FROM retracted)
+    SELECT k.* FROM known k ANTI JOIN retracted x ON k.decision_id = x.decision_id AND k.record_id = x.target
+    WHERE k.status = '{status}' AND k.valid_from <= k.basis_valid_at
 ),
 heads AS (
     SELECT * FROM candidates
-    {"QUALIFY row_number() OVER (PARTITION BY lineage_id, scope_depth ORDER BY valid_from DESC, known_since DESC, commit_version DESC, record_id DESC) = 1" if heads_only else ""}
+    {head}
 )
-SELECT * FROM heads
-WHERE (valid_to IS NULL OR valid_to > $valid_at)
-  AND (expires_at IS NULL OR expires_at > $valid_at)
-{qualify}
-ORDER BY valid_from DESC, known_since DESC
+SELECT * EXCLUDE (basis_valid_at) FROM heads
+WHERE (valid_to IS NULL OR valid_to > basis_valid_at)
+  AND (expires_at IS NULL OR expires_at > basis_valid_at)
+{slot}
+ORDER BY decision_id, valid_from DESC, known_since DESC
 """
-            result = self.execute(sql, params)
-            self.trace(f"visible {kind}: {result.num_rows} row(s) for {principal.id} at {basis.describe()}")
-            return result
+            return self.execute(sql, params)
 
     def slot_versions(self, kind: str, lineage_ids: Sequence[str]) -> pa.Table:
         """Every active, unretracted, unforgotten version of the given slots, at every scope.
@@ -225,7 +257,7 @@ ORDER BY valid_from DESC, known_since DESC
             sql = f"""
 WITH known AS (
     SELECT * FROM {table}
-    WHERE lineage_id IN (SELECT unnest($lineages)) AND {FORGOTTEN_SQL}
+    WHERE lineage_id IN (SELECT unnest($lineages)) AND {forgotten_sql()}
 )
 SELECT record_id, lineage_id, org, division, team, actor, valid_from, content_hash FROM known
 WHERE status = 'active'
@@ -240,6 +272,6 @@ ORDER BY valid_from, known_since, commit_version
             self.lake.refresh()
             table = self._register(kind)
             return self.execute(
-                f"SELECT * FROM {table} WHERE record_id IN (SELECT unnest($ids)) AND {FORGOTTEN_SQL}",
+                f"SELECT * FROM {table} WHERE record_id IN (SELECT unnest($ids)) AND {forgotten_sql()}",
                 {"ids": list(record_ids)},
             )

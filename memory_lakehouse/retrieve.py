@@ -76,13 +76,13 @@ def recall_lexical(vis: Visibility, query: str, principal: Principal, basis: Bas
         rows.extend((kind, r) for r in table.to_pylist())
     if not rows:
         return []
-    scores = lexical_scores(query, [r["text"] for _, r in rows])
+    scores = lexical_scores(query, [r["search_text"] for _, r in rows])
     order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), -rows[i][1]["valid_from"].timestamp()))
     hits = []
     for i in order[:k]:
         kind, row = rows[i]
         signal = f"bm25 {scores[i]:.2f}" if scores[i] > 0 else "no term match; recent in scope"
-        hits.append(Hit(record_from_row(kind, row), float(scores[i]), describe_why(row, signal), kind, row["text"]))
+        hits.append(Hit(record_from_row(kind, row), float(scores[i]), describe_why(row, signal), kind, row["search_text"]))
     return hits
 
 

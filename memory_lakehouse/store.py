@@ -249,6 +249,21 @@ class MemoryStore:
         candidates = [record_from_row("policy", r) for r in rows.to_pylist()]
         return policy_rules.resolve(candidates, dict(facts), basis.valid_at, known_at=basis.known_at)
 
+    # ------------------------------------------------------------------ replay
+
+    def replay(self, decisions: Sequence[Any], *, naive: bool = False,
+               kinds: Optional[Sequence[str]] = None) -> "ReplayResult":
+        """Replay past decisions at their own time: what each could have known, and nothing more.
+
+        *decisions* are rows of ``(decision_id, principal, query, subject, decided_at)``
+        (tuples, mappings or `replay.Decision`). ``naive=True`` runs the time-blind
+        query for comparison.
+        """
+        from .replay import as_decisions, replay
+
+        self._sync_ledger()
+        return replay(self.vis, as_decisions(decisions), kinds=check_kinds(kinds), naive=naive)
+
     # ------------------------------------------------------------------ audit & forgetting
 
     def audit(self, *, by: Principal, subject: Optional[str] = None,

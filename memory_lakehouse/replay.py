@@ -1,0 +1,131 @@
+"""Bulk point-in-time replay: what each past decision could have known, and nothing more.
+
+`replay` evaluates the one visibility query for every decision at once (one basis row
+per decision), so an eval harness sees exactly what production saw. It reports the
+leakage rate — the share of decisions that saw a row not yet known (committed after
+the decision) or not yet valid — which is zero by construction here and is measured,
+not assumed; ``naive=True`` runs the query most memory stores run (everything about
+the subject, now) for comparison. Freshness lag is ``known_since - valid_from``: how
+long the store took to learn what happened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import ValidationError
+from .lake import Lake
+from .query import Visibility, bases_table, forgotten_sql
+from .records import MEMORY_KINDS, SPECS, subject_key
+from .scope import Principal
+from .time import Basis, require_aware
+
+VISIBLE_COLUMNS = ["decision_id", "record_id", "lineage_id", "kind", "subject", "search_text", "known_since",
+                   "valid_from", "valid_to", "source", "authority", "decided_at"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A past decision to replay: who decided, about what, when."""
+
+    decision_id: str
+    principal: Principal
+    query: str
+    subject: Optional[str]
+    decided_at: datetime
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    visible: pa.Table  # one row per (decision, visible record)
+    decisions: int
+    leaked_decisions: int
+    naive: bool
+
+    @property
+    def leakage_rate(self) -> float:
+        return self.leaked_decisions / self.decisions if self.decisions else 0.0
+
+    @property
+    def freshness_lag_seconds(self) -> dict[str, float]:
+        """p50/p90/max of known_since − valid_from over the rows the decisions saw."""
+        if self.visible.num_rows == 0:
+            return {"p50": 0.0, "p90": 0.0, "max": 0.0}
+        lag = pc.divide(pc.cast(pc.subtract(self.visible.column("known_since"), self.visible.column("valid_from")),
+                                pa.int64()), 1_000_000)
+        qs = pc.quantile(lag, q=[0.5, 0.9]).to_pylist()
+        return {"p50": float(qs[0]), "p90": float(qs[1]), "max": float(pc.max(lag).as_py())}
+
+
+def as_decisions(rows: Iterable[Any]) -> list[Decision]:
+    """Accept Decision objects, tuples ``(id, principal, query, subject, decided_at)`` or mappings."""
+    out = []
+    for row in rows:
+        if isinstance(row, Decision):
+            d = row
+        elif isinstance(row, Mapping):
+            d = Decision(str(row["decision_id"]), row["principal"], str(row.get("query", "")),
+                         row.get("subject"), row["decided_at"])
+        else:
+            decision_id, principal, query, subject, decided_at = row
+            d = Decision(str(decision_id), principal, str(query), subject, decided_at)
+        if not isinstance(d.principal, Principal):
+            raise ValidationError(f"decision {d.decision_id}: principal must be a Principal", field="principal")
+        out.append(Decision(d.decision_id, d.principal, d.query, d.subject,
+                            require_aware(d.decided_at, f"decision {d.decision_id}: decided_at")))
+    return out
+
+
+def _leaks(visible: pa.Table) -> int:
+    if visible.num_rows == 0:
+        return 0
+    late = pc.or_(pc.greater(visible.column("known_since"), visible.column("decided_at")),
+                  pc.greater(visible.column("valid_from"), visible.column("decided_at")))
+    return len(pc.unique(visible.filter(late).column("decision_id")))
+
+
+def replay(vis: Visibility, decisions: Sequence[Decision], *, kinds: Sequence[str] = MEMORY_KINDS,
+           naive: bool = False) -> ReplayResult:
+    decided = pa.table({
+        "decision_id": [d.decision_id for d in decisions],
+        "decided_at": pa.array([d.decided_at for d in decisions], pa.timestamp("us", tz="UTC")),
+    })
+    parts = []
+    for kind in kinds:
+        if naive:
+            rows = _naive(vis, kind, decisions)
+        else:
+            bases = bases_table([(d.decision_id, d.principal, Basis(d.decided_at, d.decided_at), d.subject)
+                                 for d in decisions])
+            rows = vis.visible(kind, bases)
+        rows = rows.append_column("kind", pa.array([kind] * rows.num_rows, pa.string()))
+        rows = rows.select([c for c in VISIBLE_COLUMNS if c != "decided_at"]).join(decided, "decision_id")
+        parts.append(rows.select(VISIBLE_COLUMNS))
+    visible = pa.concat_tables(parts) if parts else pa.table({c: [] for c in VISIBLE_COLUMNS})
+    return ReplayResult(visible, len(decisions), _leaks(visible), naive)
+
+
+def _naive(vis: Visibility, kind: str, decisions: Sequence[Decision]) -> pa.Table:
+    """The baseline most vector-store memory runs: every row about the subject, as of now.
+
+    Scope is still respected (a leak across tenants is a different bug); time,
+    supersession and status are not. This is a comparison, never a serving path.
+    """
+    with vis._lock:
+        vis.lake.refresh()
+        table = vis._register(kind)
+        vis.con.register("naive_decisions", pa.table({
+            "decision_id": [d.decision_id for d in decisions],
+            "org": [d.principal.scope.org for d in decisions],
+            "subject_key": pa.array([subject_key(d.subject) if d.subject else None for d in decisions], pa.string()),
+        }))
+        return vis.execute(f"""
+SELECT r.*, b.decision_id, {SPECS[kind].text_sql} AS search_text FROM {table} r JOIN naive_decisions b
+  ON r.org = b.org AND (b.subject_key IS NULL OR r.subject_key = b.subject_key)
+WHERE {forgotten_sql("r")}
+""", {})

@@ -1,0 +1,51 @@
+"""Shared plumbing of the self-checking scenario scripts: a store path and a check()."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from datetime import datetime, timedelta, timezone
+from typing import Callable
+
+
+class SimClock:
+    """A simulated store clock so a story can run over days in a second."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def set(self, when: datetime) -> None:
+        self.now = when
+
+
+def parse_store(description: str) -> str:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--store", help="store path (default: a fresh temporary directory)")
+    args = parser.parse_args()
+    return args.store or tempfile.mkdtemp(prefix="memlake-scenario-")
+
+
+class Checks:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.failed = 0
+
+    def __call__(self, label: str, ok: bool, detail: str = "") -> None:
+        mark = "ok  " if ok else "FAIL"
+        print(f"  [{mark}] {label}" + (f" — {detail}" if detail else ""))
+        if not ok:
+            self.failed += 1
+
+    def finish(self) -> None:
+        if self.failed:
+            print(f"{self.name}: {self.failed} check(s) failed")
+            sys.exit(1)
+        print(f"{self.name}: all checks passed")
+
+
+UTC = timezone.utc
+__all__ = ["SimClock", "parse_store", "Checks", "UTC", "datetime", "timedelta"]
