@@ -506,3 +506,51 @@ def record_from_row(kind: str, row: Mapping[str, Any]) -> Envelope:
 
 def aware(value: Any, name: str, optional: bool = False) -> Optional[datetime]:
     return require_aware(value, name, optional=optional)
+
+
+def from_dict(obj: Mapping[str, Any]) -> Envelope:
+    """Build a record from a JSON-style mapping with a ``kind`` key (the CLI's input format).
+
+    >>> from_dict({"kind": "fact", "subject": "user:42", "attribute": "plan", "value": "Pro",
+    ...            "valid_from": "2026-10-04T14:32:00Z", "source": "user_explicit", "scope": "acme/support"}).scope.path
+    'acme/support'
+    """
+    if not isinstance(obj, Mapping):
+        raise ValidationError("each record must be a JSON object", field="record")
+    data = dict(obj)
+    kind = data.pop("kind", None)
+    if kind not in SPECS:
+        raise ValidationError(f"record needs kind: one of {', '.join(KINDS)} (got {kind!r})", field="kind")
+    cls = SPECS[kind].cls
+    if isinstance(data.get("scope"), str):
+        data["scope"] = Scope.parse(data["scope"])
+    for name in ("derived_from", "overrides"):
+        if isinstance(data.get(name), list):
+            data[name] = tuple(data[name])
+    if "ttl_seconds" in data:
+        data["ttl"] = timedelta(seconds=float(data.pop("ttl_seconds")))
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValidationError(f"{kind} has no field(s) {', '.join(unknown)}", field=unknown[0])
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise ValidationError(f"{kind}: {exc}", field="record") from exc
+
+
+def to_dict(record: Envelope) -> dict[str, Any]:
+    """A JSON-ready mapping of a record (datetimes as ISO strings, scope as a path)."""
+    out: dict[str, Any] = {"kind": record.kind}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, Scope):
+            value = value.path
+        elif isinstance(value, timedelta):
+            value = value.total_seconds()
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out

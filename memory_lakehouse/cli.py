@@ -1,0 +1,230 @@
+"""`memlake`: the command line, a thin layer over the library.
+
+Each command opens the store and makes one library call. Reads print a table, or JSON
+with ``--json``. Library errors become one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+from typing import Any, Callable, Optional, Sequence
+
+from . import errors
+from .records import from_dict, to_dict
+from .scope import ROLES, Principal, Scope
+from .time import require_aware
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Scope):
+        return value.path
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def _emit(args: argparse.Namespace, payload: Any, lines: Callable[[], Sequence[str]]) -> None:
+    if args.json:
+        print(json.dumps(payload, default=_json_default, indent=2, ensure_ascii=False))
+    else:
+        for line in lines():
+            print(line)
+
+
+def _open(args: argparse.Namespace, *, create: bool = False):
+    from .store import open as open_store
+
+    return open_store(args.store, ledger_uri=args.ledger, create=create)
+
+
+def _principal(args: argparse.Namespace) -> Principal:
+    return Principal(args.principal, Scope.parse(args.scope), role=args.role)
+
+
+def _time(value: Optional[str], name: str) -> Optional[datetime]:
+    return require_aware(value, name, optional=True) if value else None
+
+
+# ---------------------------------------------------------------- commands
+
+def cmd_init(args: argparse.Namespace) -> None:
+    store = _open(args, create=True)
+    _emit(args, {"store": store.root, "tables": sorted(store.lake.views)},
+          lambda: [f"initialised memory store at {store.root}"])
+
+
+def cmd_write(args: argparse.Namespace) -> None:
+    stream = open(args.file, encoding="utf-8") if args.file and args.file != "-" else sys.stdin
+    records = []
+    for n, line in enumerate(stream, 1):
+        if line.strip():
+            try:
+                records.append(from_dict(json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise errors.ValidationError(f"line {n}: not JSON ({exc.msg})", field="record") from exc
+    store = _open(args)
+    result = store.write_many(records, by=_principal(args), reason=args.reason)
+    counts = {a: result.count(a) for a in ("inserted", "superseded", "duplicate")}
+    _emit(args, {"txn_id": result.txn_id, "counts": counts,
+                 "results": [{"record_id": r.record_id, "action": r.action, "kind": r.kind,
+                              "supersedes": r.supersedes, "redacted": list(r.redacted)} for r in result]},
+          lambda: [f"{r.action:<10} {r.kind:<10} {r.record_id}" for r in result]
+          + [f"{len(result)} record(s): " + ", ".join(f"{v} {k}" for k, v in counts.items())])
+
+
+def _basis_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {"as_of": _time(args.as_of, "as_of"), "known_at": _time(args.known_at, "known_at"),
+            "valid_at": _time(args.valid_at, "valid_at")}
+
+
+def cmd_recall(args: argparse.Namespace) -> None:
+    store = _open(args)
+    hits = store.recall(args.query, by=_principal(args), subject=args.subject, k=args.k,
+                        kinds=args.kind or None, **_basis_kwargs(args))
+    _emit(args, [{"score": h.score, "why": list(h.why), "record": to_dict(h.record)} for h in hits],
+          lambda: [f"{h.score:7.3f}  {h.kind:<10} {h.text}   [{'; '.join(h.why)}]" for h in hits]
+          or ["(nothing visible)"])
+
+
+def cmd_fact(args: argparse.Namespace) -> None:
+    store = _open(args)
+    fact = store.get_fact(args.subject, args.attribute, by=_principal(args), **_basis_kwargs(args))
+    _emit(args, to_dict(fact) if fact else None,
+          lambda: [f"{args.subject}.{args.attribute} = {fact.value!r}  (valid from {fact.valid_from.isoformat()}, "
+                   f"known since {fact.known_since.isoformat()}, source {fact.source})"] if fact
+          else [f"{args.subject}.{args.attribute}: nothing visible at this basis"])
+
+
+def cmd_policy(args: argparse.Namespace) -> None:
+    facts = json.loads(args.facts)
+    store = _open(args)
+    decision = store.resolve_policy(facts, at=_time(args.at, "at"), by=_principal(args),
+                                    known_at=_time(args.known_at, "known_at"))
+    _emit(args, decision.to_dict(), lambda: [decision.explanation])
+
+
+def cmd_audit(args: argparse.Namespace) -> None:
+    store = _open(args)
+    events = store.audit(by=_principal(args), subject=args.subject, record_id=args.record_id)
+    _emit(args, [e.__dict__ for e in events],
+          lambda: [f"{e.committed_at.isoformat()}  {e.table}@{e.version}  {e.operation:<8} by {e.actor}"
+                   f"  {len(e.record_ids)} record(s)" + (f"  reason: {e.reason}" if e.reason else "")
+                   for e in events] or ["(no events)"])
+
+
+def cmd_forget(args: argparse.Namespace) -> None:
+    store = _open(args)
+    report = store.forget(args.subject, by=_principal(args), reason=args.reason)
+    _emit(args, report.__dict__, lambda: [
+        f"forgot {args.subject}: generation {report.generation}, {len(report.record_ids)} record(s) hidden "
+        "at every basis; run `memlake purge --yes` to erase the bytes"])
+
+
+def cmd_purge(args: argparse.Namespace) -> None:
+    store = _open(args)
+    report = store.purge(by=_principal(args), dry_run=not args.yes)
+    _emit(args, report.to_dict(), lambda: report.summary().splitlines())
+
+
+def cmd_replay(args: argparse.Namespace) -> None:
+    store = _open(args)
+    principal = _principal(args)
+    decisions = []
+    with open(args.file, encoding="utf-8") if args.file != "-" else sys.stdin as stream:
+        for line in stream:
+            if line.strip():
+                row = json.loads(line)
+                decisions.append((row["decision_id"], principal, row.get("query", ""), row.get("subject"),
+                                  require_aware(row["decided_at"], "decided_at")))
+    rep = store.replay(decisions, naive=args.naive)
+    _emit(args, {"decisions": rep.decisions, "leakage_rate": rep.leakage_rate,
+                 "freshness_lag_seconds": rep.freshness_lag_seconds, "visible_rows": rep.visible.num_rows},
+          lambda: [f"{rep.decisions} decision(s), {rep.visible.num_rows} visible row(s), "
+                   f"leakage rate {rep.leakage_rate:.1%}"])
+
+
+def cmd_bench(args: argparse.Namespace) -> None:
+    from .bench import main as bench_main
+
+    bench_main(["--records", str(args.records)] + (["--quick"] if args.quick else []))
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from .demo import run_demo
+
+    run_demo(args.store)
+
+
+# ---------------------------------------------------------------- parser
+
+def _common(p: argparse.ArgumentParser, *, principal: bool = True, basis: bool = False) -> None:
+    p.add_argument("--store", default="data/store", help="store path or URI (default: data/store)")
+    p.add_argument("--ledger", default=None, help="deletion ledger URI, if kept apart from the store")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    if principal:
+        p.add_argument("--as", dest="principal", default="cli", help="principal id acting")
+        p.add_argument("--scope", default="default", help="principal scope, org/division/team/actor")
+        p.add_argument("--role", default="member", choices=ROLES)
+    if basis:
+        p.add_argument("--as-of", help="ISO datetime: sets both clocks (replay)")
+        p.add_argument("--known-at", help="ISO datetime: system time (what the store had recorded)")
+        p.add_argument("--valid-at", help="ISO datetime: world time (what was true)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memlake", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("init", help="create a store"); _common(p, principal=False); p.set_defaults(fn=cmd_init)
+    p = sub.add_parser("write", help="write JSON-lines records (stdin or --file)")
+    _common(p); p.add_argument("--file", default="-"); p.add_argument("--reason"); p.set_defaults(fn=cmd_write)
+    p = sub.add_parser("recall", help="recall memories for a query")
+    _common(p, basis=True); p.add_argument("query"); p.add_argument("--subject"); p.add_argument("-k", type=int, default=8)
+    p.add_argument("--kind", action="append", help="restrict to a kind (repeatable)"); p.set_defaults(fn=cmd_recall)
+    p = sub.add_parser("fact", help="read one slot: subject + attribute")
+    _common(p, basis=True); p.add_argument("subject"); p.add_argument("attribute"); p.set_defaults(fn=cmd_fact)
+    p = sub.add_parser("policy", help="policy decisions")
+    psub = p.add_subparsers(dest="policy_command", required=True)
+    r = psub.add_parser("resolve", help="which policy governs a case")
+    _common(r); r.add_argument("--facts", required=True, help='JSON object, e.g. {"market": "US"}')
+    r.add_argument("--at", required=True, help="ISO datetime of the case (e.g. order placed)")
+    r.add_argument("--known-at", help="ISO datetime: what the store knew then"); r.set_defaults(fn=cmd_policy)
+    p = sub.add_parser("audit", help="who did what, when, why (steward)")
+    _common(p); p.add_argument("--subject"); p.add_argument("--record-id"); p.set_defaults(fn=cmd_audit)
+    p = sub.add_parser("forget", help="tombstone a subject: hidden at once, everywhere (steward)")
+    _common(p); p.add_argument("subject"); p.add_argument("--reason", required=True); p.set_defaults(fn=cmd_forget)
+    p = sub.add_parser("purge", help="erase forgotten and expired bytes (dry run unless --yes)")
+    _common(p); p.add_argument("--yes", action="store_true", help="really erase"); p.set_defaults(fn=cmd_purge)
+    p = sub.add_parser("replay", help="replay decisions (JSON lines: decision_id, decided_at, subject, query)")
+    _common(p); p.add_argument("--file", default="-"); p.add_argument("--naive", action="store_true")
+    p.set_defaults(fn=cmd_replay)
+    p = sub.add_parser("bench", help="benchmark: prints JSON figures")
+    p.add_argument("--records", type=int, default=100_000); p.add_argument("--quick", action="store_true")
+    p.set_defaults(fn=cmd_bench)
+    p = sub.add_parser("demo", help="a short story on a fresh store")
+    p.add_argument("--store", default="data/store"); p.set_defaults(fn=cmd_demo)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.fn(args)
+    except errors.LakehouseError as exc:
+        print(f"memlake: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except (json.JSONDecodeError, FileNotFoundError) as exc:
+        print(f"memlake: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
