@@ -24,6 +24,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from .query import Forgotten
 from .records import TS
+from .scope import Scope
 
 LEDGER_SCHEMA = pa.schema([
     pa.field("entry_id", pa.string(), nullable=False),
@@ -34,6 +35,7 @@ LEDGER_SCHEMA = pa.schema([
     pa.field("at", TS, nullable=False),
     pa.field("by", pa.string(), nullable=False),
     pa.field("reason", pa.string()),
+    pa.field("scope", pa.string()),  # the steward's scope: the subtree the tombstone covers
 ])
 
 LEDGER_CONFIG = {
@@ -55,6 +57,13 @@ class Tombstone:
     at: datetime
     by: str
     reason: Optional[str]
+    scope: Optional[str]
+
+    @property
+    def scope_parts(self) -> tuple[Optional[str], Optional[str], Optional[str]]:
+        parts = (self.scope or "").split("/") if self.scope else []
+        parts += [None] * (3 - len(parts))
+        return parts[0], parts[1], parts[2]
 
 
 class Ledger:
@@ -92,7 +101,7 @@ class Ledger:
     def tombstones(self) -> list[Tombstone]:
         return [
             Tombstone(e["entry_id"], e["subject_key"], e["generation"], tuple(e["record_ids"] or ()),
-                      e["at"], e["by"], e["reason"])
+                      e["at"], e["by"], e["reason"], e.get("scope"))
             for e in self._entries if e["op"] == "forget"
         ]
 
@@ -108,21 +117,71 @@ class Ledger:
         return out
 
     def forgotten(self) -> Forgotten:
-        subjects: dict[str, tuple[int, datetime]] = {}
-        ids: set[str] = set()
-        for t in self.tombstones():
-            gen, at = subjects.get(t.subject_key, (0, t.at))
-            subjects[t.subject_key] = (max(gen, t.generation), max(at, t.at))
-            ids.update(t.record_ids)
-        return Forgotten(subjects=subjects, record_ids=frozenset(ids))
+        tombs = self.tombstones()
+        return Forgotten(
+            tombstones=tuple((t.subject_key, t.generation, t.at, *t.scope_parts) for t in tombs),
+            record_ids=frozenset(i for t in tombs for i in t.record_ids),
+        )
 
     def append(self, op: str, *, subject_key: Optional[str], generation: int, record_ids: Sequence[str],
-               at: datetime, by: str, reason: Optional[str], metadata: Mapping[str, str]) -> str:
+               at: datetime, by: str, reason: Optional[str], scope: Optional[str],
+               metadata: Mapping[str, str]) -> str:
         entry_id = "led_" + uuid.uuid4().hex
         row = {"entry_id": entry_id, "op": op, "subject_key": subject_key, "generation": generation,
-               "record_ids": list(record_ids), "at": at, "by": by, "reason": reason}
+               "record_ids": list(record_ids), "at": at, "by": by, "reason": reason, "scope": scope}
         write_deltalake(self.uri, pa.Table.from_pylist([row], schema=LEDGER_SCHEMA), mode="append",
                         commit_properties=CommitProperties(custom_metadata=dict(metadata)),
                         storage_options=self.storage_options)
         self.refresh()
         return entry_id
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """What `forget` did: the tombstone's generation and the records it hides."""
+
+    subject_key: str
+    generation: int
+    record_ids: tuple[str, ...]
+    at: datetime
+    entry_id: str
+    scope: str
+
+
+def records_to_forget(lake, key: str, scope: Scope) -> list[str]:
+    """The subject's rows inside *scope* (any status, any kind), rows scoped to it as an
+    actor, and the closure of everything derived from them."""
+    import pyarrow.compute as pc
+
+    from .records import SPECS
+
+    ids: set[str] = set()
+    derived: list[tuple[str, list[str]]] = []
+    for kind in SPECS:
+        rows = lake.known_rows(kind)
+        inside = _inside(rows, scope)
+        about = pc.and_(inside, pc.or_(pc.equal(rows.column("subject_key"), key),
+                                       pc.fill_null(pc.equal(rows.column("actor_key"), key), False)))
+        ids.update(rows.filter(about).column("record_id").to_pylist())
+        has_parents = pc.and_(inside, pc.greater(pc.list_value_length(rows.column("derived_from")), 0))
+        for row in rows.filter(pc.fill_null(has_parents, False)).select(["record_id", "derived_from"]).to_pylist():
+            derived.append((row["record_id"], row["derived_from"]))
+    changed = True
+    while changed:  # derived-from closure: a summary of a summary of the subject goes too
+        changed = False
+        for rid, parents in derived:
+            if rid not in ids and ids.intersection(parents):
+                ids.add(rid)
+                changed = True
+    return sorted(ids)
+
+
+def _inside(rows, scope: Scope):
+    import pyarrow.compute as pc
+
+    mask = pc.equal(rows.column("org"), scope.org)
+    for level in ("division", "team", "actor"):
+        value = getattr(scope, level)
+        if value is not None:
+            mask = pc.and_(mask, pc.fill_null(pc.equal(rows.column(level), value), False))
+    return mask

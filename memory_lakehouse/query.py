@@ -48,22 +48,26 @@ def scope_depth_sql(alias: str = "") -> str:
 class Forgotten:
     """What the deletion ledger hides, at every basis.
 
-    ``subjects`` maps a subject key to (generation, forgotten_at): rows about the subject
-    written at an older generation are hidden, and so are rows scoped to an actor of
-    that key known by ``forgotten_at``. ``record_ids`` are hidden outright, and so is
-    anything derived from them.
+    Each tombstone ``(key, generation, forgotten_at, scope)`` hides, inside its scope's
+    subtree, rows about the subject written at an older generation and rows scoped to
+    an actor of that key known by ``forgotten_at``. ``record_ids`` (the subject's rows
+    and everything derived from them) are hidden outright, and so is anything derived
+    from them later.
     """
 
-    subjects: Mapping[str, tuple[int, datetime]] = field(default_factory=dict)
+    tombstones: tuple[tuple[str, int, datetime, Optional[str], Optional[str], Optional[str]], ...] = ()
     record_ids: frozenset[str] = frozenset()
 
     def as_tables(self) -> tuple[pa.Table, pa.Table]:
-        keys = sorted(self.subjects)
+        t = self.tombstones
         return (
             pa.table({
-                "key": pa.array(keys, pa.string()),
-                "generation": pa.array([self.subjects[k][0] for k in keys], pa.int64()),
-                "forgotten_at": pa.array([self.subjects[k][1] for k in keys], pa.timestamp("us", tz="UTC")),
+                "key": pa.array([x[0] for x in t], pa.string()),
+                "generation": pa.array([x[1] for x in t], pa.int64()),
+                "forgotten_at": pa.array([x[2] for x in t], pa.timestamp("us", tz="UTC")),
+                "org": pa.array([x[3] for x in t], pa.string()),
+                "division": pa.array([x[4] for x in t], pa.string()),
+                "team": pa.array([x[5] for x in t], pa.string()),
             }),
             pa.table({"record_id": pa.array(sorted(self.record_ids), pa.string())}),
         )
@@ -73,8 +77,11 @@ def forgotten_sql(alias: str = "") -> str:
     """The ledger condition: True for rows that are *not* forgotten."""
     a = f"{alias}." if alias else ""
     return f"""NOT EXISTS (SELECT 1 FROM forgotten_subjects f
-           WHERE (f.key = {a}subject_key AND {a}generation < f.generation)
-              OR (f.key = {a}actor_key AND {a}known_since <= f.forgotten_at))
+           WHERE ((f.key = {a}subject_key AND {a}generation < f.generation)
+                  OR (f.key = {a}actor_key AND {a}known_since <= f.forgotten_at))
+             AND (f.org IS NULL OR f.org = {a}org)
+             AND (f.division IS NULL OR f.division = {a}division)
+             AND (f.team IS NULL OR f.team = {a}team))
       AND {a}record_id NOT IN (SELECT record_id FROM forgotten_records)
       AND NOT list_has_any(coalesce({a}derived_from, []), (SELECT coalesce(list(record_id), []) FROM forgotten_records))"""
 

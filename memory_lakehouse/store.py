@@ -266,6 +266,35 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ audit & forgetting
 
+    def forget(self, subject: str, *, by: Principal, reason: str) -> "ForgetReport":
+        """Tombstone a subject: from the next read on nothing about it is served, at any basis.
+
+        Bumps the subject's deletion generation (stale workers' writes are refused),
+        hides its records, records scoped to it as an actor, and everything derived from
+        them, inside the steward's subtree. The bytes stay until `purge`.
+        """
+        from .forget import ForgetReport, records_to_forget
+
+        by = self._principal(by)
+        by.check_steward(by.scope, "forget")
+        if not isinstance(subject, str) or not subject.strip():
+            raise ValidationError("subject must be a non-empty string", field="subject")
+        if not reason or not str(reason).strip():
+            raise ValidationError("forget needs a reason (it goes into the audit trail)", field="reason")
+        self._sync_ledger()
+        self.lake.refresh()
+        key = subject_key(subject)
+        ids = records_to_forget(self.lake, key, by.scope)
+        generation = self.ledger.generations([key]).get(key, 0) + 1
+        at = self.clock.read()
+        clean_reason = self.writer.redactor.redact(reason)[0]
+        meta = commit_metadata(txn_id=new_txn_id(), committed_at=at, op="forget", actor=by.id, reason=clean_reason,
+                               records=len(ids))
+        entry = self.ledger.append("forget", subject_key=key, generation=generation, record_ids=ids, at=at,
+                                   by=by.id, reason=clean_reason, scope=by.scope.path, metadata=meta)
+        self.vis.set_forgotten(self.ledger.forgotten())
+        return ForgetReport(key, generation, tuple(ids), at, entry, by.scope.path)
+
     def audit(self, *, by: Principal, subject: Optional[str] = None,
               record_id: Optional[str] = None) -> list[AuditEvent]:
         """Who acted, when, why, on which records — from the commit log, with no content."""
