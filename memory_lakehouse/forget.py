@@ -13,6 +13,7 @@ records only by their random ids.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -84,6 +85,10 @@ class Ledger:
 
     def refresh(self) -> bool:
         with self._lock:
+            if self._version >= 0 and "://" not in self.uri:
+                # local ledger: one stat() tells whether anything was appended
+                if not (Path(self.uri) / "_delta_log" / f"{self._version + 1:020d}.json").exists():
+                    return False
             try:
                 self._dt.update_incremental()
             except Exception:

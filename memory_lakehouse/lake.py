@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
@@ -51,6 +53,9 @@ TABLE_CONFIG: dict[str, str] = {
     "delta.enableDeletionVectors": "false",
     "delta.appendOnly": "false",  # purge must be able to rewrite files
 }
+
+#: Columns the snapshot adds to each row (never stored in the table).
+SYSTEM_COLUMNS = ("known_since", "commit_version", "actor_key")
 
 #: Operations that add memory (learning). Everything else is maintenance or governance.
 MEMORY_OPS = frozenset({"write", "propose", "approve", "retract"})
@@ -120,7 +125,13 @@ def new_txn_id() -> str:
 
 @dataclass
 class TableView:
-    """A warm snapshot of one table: its rows and its commits, refreshed incrementally."""
+    """A warm snapshot of one table: its rows and its commits, refreshed incrementally.
+
+    ``rows`` carry their system time (``known_since``, ``commit_version``; null while
+    their transaction is incomplete) and ``actor_key``. ``chunks`` are the tables
+    appended since ``epoch`` began, so a consumer (the DuckDB mirror) can apply just
+    what is new; a rewrite of files starts a new epoch.
+    """
 
     table: str
     version: int = -1
@@ -128,6 +139,8 @@ class TableView:
     rows: Optional[pa.Table] = None
     commits: dict[int, Commit] = field(default_factory=dict)
     by_txn: dict[str, Commit] = field(default_factory=dict)
+    epoch: int = 0
+    chunks: list[pa.Table] = field(default_factory=list)
 
 
 class Lake:
@@ -146,6 +159,7 @@ class Lake:
         self.views: dict[str, TableView] = {k: TableView(k) for k in SPECS}
         self._known: Optional[dict[str, pa.Table]] = None  # kind -> rows joined with system time
         self.generation = 0  # bumps whenever any view changes; caches key on it
+        self._pending: set[str] = set()  # kinds holding rows of incomplete transactions
         self._open_tables(create)
         self.refresh(force=True)
 
@@ -186,7 +200,7 @@ class Lake:
                 commit_properties=CommitProperties(custom_metadata=dict(metadata)),
                 storage_options=self.storage_options or None,
             )
-        self.refresh(kinds=list(tables), force=True)
+        self.refresh(kinds=list(tables))
         txn = metadata.get(META_PREFIX + "txn_id")
         return {k: c.version for k in tables for c in [self.views[k].by_txn.get(txn)] if c is not None}
 
@@ -205,21 +219,68 @@ class Lake:
 
     def refresh(self, kinds: Optional[Iterable[str]] = None, *, force: bool = False) -> bool:
         """Bring views up to date with the log; return True when anything changed."""
-        changed = False
+        changed: list[str] = []
         with self._lock:
             for kind in list(kinds) if kinds is not None else list(SPECS):
                 hint = self._latest_version_hint(kind)
                 if not force and hint is not None and hint == self.views[kind].version:
                     continue
-                changed |= self._refresh_table(kind)
+                if self._refresh_table(kind, hint):
+                    changed.append(kind)
             if changed:
+                self._complete_pending()
                 self._known = None
                 self.generation += 1
-        return changed
+        return bool(changed)
 
-    def _refresh_table(self, kind: str) -> bool:
-        dt = self._handles[kind]
+    def _refresh_table(self, kind: str, hint: Optional[int]) -> bool:
         view = self.views[kind]
+        if self.is_local and view.rows is not None and hint is not None:
+            if hint == view.version:
+                return False
+            if self._read_new_commits_local(kind, hint):
+                return True
+        return self._reload(kind)
+
+    def _read_new_commits_local(self, kind: str, latest: int) -> bool:
+        """Fast path: parse only the new commit files and read only the files they add.
+
+        Returns False when a commit removes files (a purge or compaction): the caller
+        then reloads the whole snapshot.
+        """
+        view = self.views[kind]
+        log = Path(self.uri(kind)) / "_delta_log"
+        commits, adds = [], []
+        for version in range(view.version + 1, latest + 1):
+            for line in (log / f"{version:020d}.json").read_text().splitlines():
+                action = json.loads(line)
+                if "remove" in action or "metaData" in action:
+                    return False
+                if "commitInfo" in action:
+                    commits.append(_parse_commit(kind, {**action["commitInfo"], "version": version}))
+                elif "add" in action:
+                    adds.append(action["add"])
+        for commit in commits:
+            self._record_commit(view, commit)
+        schema = SPECS[kind].schema
+        parts = []
+        for add in adds:
+            path = unquote(add["path"])
+            data = pq.read_table(Path(self.uri(kind)) / path)
+            for col, value in (add.get("partitionValues") or {}).items():
+                if col not in data.column_names:
+                    data = data.append_column(col, pa.array([value] * data.num_rows, pa.string()))
+            parts.append(data.select(schema.names).cast(schema))
+            view.paths.add(path)
+        if parts:
+            self._append_chunk(view, pa.concat_tables(parts))
+        view.version = latest
+        return True
+
+    def _reload(self, kind: str) -> bool:
+        """Slow path: the whole snapshot through delta-rs (first open, remote stores, rewrites)."""
+        view = self.views[kind]
+        dt = self._handles[kind]
         try:
             dt.update_incremental()
         except Exception:  # a handle can go stale after rewrites elsewhere: reopen it
@@ -229,35 +290,88 @@ class Lake:
             return False
         for entry in dt.history(None if view.version < 0 else version - view.version):
             if int(entry["version"]) > view.version:
-                commit = _parse_commit(kind, entry)
-                view.commits[commit.version] = commit
-                if commit.txn_id:
-                    view.by_txn.setdefault(commit.txn_id, commit)
-                if commit.is_memory:
-                    self.clock.observe(commit.committed_at)
+                self._record_commit(view, _parse_commit(kind, entry))
         adds = pa.table(dt.get_add_actions(flatten=False))
-        current = set(adds.column("path").to_pylist()) if adds.num_rows else set()
+        current = {unquote(p) for p in adds.column("path").to_pylist()} if adds.num_rows else set()
         dataset = dt.to_pyarrow_dataset()
         schema = SPECS[kind].schema
         if view.rows is None or not view.paths <= current:
-            rows = dataset.to_table()  # first load, or files were rewritten/removed
+            view.epoch += 1
+            view.chunks = []
+            view.rows = None
+            fresh = dataset.to_table()
         else:
             new = current - view.paths
-            frags = [f for f in dataset.get_fragments() if _rel(f.path) in new]
+            frags = [f for f in dataset.get_fragments() if unquote(_rel(f.path)) in new]
             fresh = pads.FileSystemDataset(frags, dataset.schema, dataset.format, dataset.filesystem).to_table() \
                 if frags else schema.empty_table()
-            rows = pa.concat_tables([view.rows, fresh.select(schema.names).cast(schema)])
-        view.rows = rows.select(schema.names).cast(schema)
+        self._append_chunk(view, fresh.select(schema.names).cast(schema))
         view.paths = current
         view.version = version
         return True
+
+    def _record_commit(self, view: TableView, commit: Commit) -> None:
+        view.commits[commit.version] = commit
+        if commit.txn_id:
+            view.by_txn.setdefault(commit.txn_id, commit)
+        if commit.is_memory:
+            self.clock.observe(commit.committed_at)
+
+    def _append_chunk(self, view: TableView, raw: pa.Table) -> None:
+        chunk = self._with_system_time(view.table, raw)
+        if chunk.column("known_since").null_count:
+            self._pending.add(view.table)
+        view.chunks.append(chunk)
+        view.rows = chunk if view.rows is None else pa.concat_tables([view.rows, chunk])
+        if view.rows.column(0).num_chunks > 64:  # keep take() and scans cheap; positions don't move
+            view.rows = view.rows.combine_chunks()
+
+    def _complete_pending(self) -> None:
+        """Rows of a multi-table transaction become known when its last part lands."""
+        for kind in sorted(self._pending):
+            view = self.views[kind]
+            if view.rows is None or view.rows.num_rows == 0:
+                self._pending.discard(kind)
+                continue
+            pending = pc.is_null(view.rows.column("known_since"))
+            if not pc.any(pending).as_py():
+                continue
+            txns = set(view.rows.filter(pending).column("txn_id").to_pylist())
+            if any(c is not None and c.is_memory and self._complete(c) for c in map(view.by_txn.get, txns)):
+                raw = view.rows.drop_columns(list(SYSTEM_COLUMNS))
+                view.epoch += 1
+                view.rows = None
+                view.chunks = []
+                self._pending.discard(kind)
+                self._append_chunk(view, raw)
 
     def _complete(self, commit: Commit) -> bool:
         """A transaction counts only when every table it wrote to has its part."""
         return all(commit.txn_id in self.views[k].by_txn for k in commit.kinds if k in self.views)
 
+    def _with_system_time(self, kind: str, rows: pa.Table) -> pa.Table:
+        """Attach each row's system time (from its commit) and its actor key."""
+        view = self.views[kind]
+        txn_ids = [t for t in pc.unique(rows.column("txn_id")).to_pylist() if t is not None]
+        commits = [view.by_txn.get(t) for t in txn_ids]
+        known = [c.committed_at if c is not None and c.is_memory and self._complete(c) else None for c in commits]
+        versions = [c.version if k is not None else None for c, k in zip(commits, known)]
+        idx = pc.index_in(rows.column("txn_id"), value_set=pa.array(txn_ids, pa.string()))
+        rows = rows.append_column("known_since", pc.take(pa.array(known, TS), idx))
+        rows = rows.append_column("commit_version", pc.take(pa.array(versions, pa.int64()), idx))
+        actors = rows.column("actor")
+        distinct = [a for a in pc.unique(actors).to_pylist() if a is not None]
+        keys = pa.array([subject_key(a) for a in distinct], pa.string())
+        return rows.append_column(
+            "actor_key", pc.take(keys, pc.index_in(actors, value_set=pa.array(distinct, pa.string()))))
+
+    def all_rows(self, kind: str) -> pa.Table:
+        """Every row of the snapshot with its system-time columns (null while incomplete)."""
+        view = self.views[kind]
+        return view.rows if view.rows is not None else self._with_system_time(kind, SPECS[kind].schema.empty_table())
+
     def known_rows(self, kind: str) -> pa.Table:
-        """Rows of *kind* with their system time: ``known_since`` and ``commit_version``.
+        """Rows of *kind* with their system time: ``known_since``, ``commit_version``, ``actor_key``.
 
         Rows of an incomplete transaction (a crashed multi-table batch) are left out.
         """
@@ -265,24 +379,9 @@ class Lake:
             if self._known is None:
                 self._known = {}
             if kind not in self._known:
-                self._known[kind] = self._join_system_time(kind)
+                rows = self.all_rows(kind)
+                self._known[kind] = rows.filter(pc.is_valid(rows.column("known_since")))
             return self._known[kind]
-
-    def _join_system_time(self, kind: str) -> pa.Table:
-        view = self.views[kind]
-        rows = view.rows if view.rows is not None else SPECS[kind].schema.empty_table()
-        txns = [t for t, c in view.by_txn.items() if c.is_memory and self._complete(c)]
-        known = pa.array([view.by_txn[t].committed_at for t in txns], TS)
-        versions = pa.array([view.by_txn[t].version for t in txns], pa.int64())
-        idx = pc.index_in(rows.column("txn_id"), value_set=pa.array(txns, pa.string()))
-        rows = rows.append_column("known_since", pc.take(known, idx))
-        rows = rows.append_column("commit_version", pc.take(versions, idx))
-        rows = rows.filter(pc.is_valid(idx))
-        actors = rows.column("actor")
-        distinct = [a for a in pc.unique(actors).to_pylist() if a is not None]
-        keys = pa.array([subject_key(a) for a in distinct], pa.string())
-        rows = rows.append_column("actor_key", pc.take(keys, pc.index_in(actors, value_set=pa.array(distinct, pa.string()))))
-        return rows
 
     def commits(self) -> list[Commit]:
         """Every commit of every table, oldest first (by clock, then table version)."""

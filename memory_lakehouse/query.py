@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import ValidationError
 from .lake import Lake
@@ -57,6 +58,10 @@ class Forgotten:
 
     tombstones: tuple[tuple[str, int, datetime, Optional[str], Optional[str], Optional[str]], ...] = ()
     record_ids: frozenset[str] = frozenset()
+
+    @property
+    def empty(self) -> bool:
+        return not self.tombstones and not self.record_ids
 
     def as_tables(self) -> tuple[pa.Table, pa.Table]:
         t = self.tombstones
@@ -102,13 +107,21 @@ def bases_table(reads: Sequence[tuple[str, Principal, Basis, Optional[str]]]) ->
 
 
 class Visibility:
-    """Runs the visibility query over a `Lake`'s snapshots with one DuckDB connection."""
+    """Runs the visibility query over a `Lake`'s snapshots with one DuckDB connection.
+
+    Each kind's snapshot is mirrored into a native DuckDB table with three derived
+    columns: ``_row`` (position in the Arrow snapshot, so results are taken from it
+    instead of pushed through SQL), ``hidden`` (the ledger's verdict, recomputed when
+    the ledger changes) and ``retracted_since`` (when a retraction of the row became
+    known). The query itself then carries only the narrow columns the rules need.
+    """
 
     def __init__(self, lake: Lake) -> None:
         self.lake = lake
         self.con = duckdb.connect()
         self._lock = threading.RLock()
-        self._registered: dict[str, int] = {}
+        self._mirrored: dict[str, tuple[int, int, int]] = {}  # kind -> (epoch, chunks applied, rows)
+        self._hidden_for: dict[str, Forgotten] = {}  # kind -> the ledger state its `hidden` reflects
         self._forgotten: Forgotten = Forgotten()
         self._forgotten_registered: Optional[Forgotten] = None
         self.tracers: list[Tracer] = []
@@ -136,22 +149,69 @@ class Visibility:
             self.tracers.remove(callback)
 
     def _register(self, kind: str) -> str:
+        """Keep the native mirror of *kind* in step with the lake and the ledger."""
         name = f"rows_{kind}"
-        gen = self.lake.generation
-        if self._registered.get(kind) != gen:
-            self.con.register(name, self.lake.known_rows(kind))
-            self._registered[kind] = gen
+        view = self.lake.views[kind]
         if self._forgotten_registered is not self._forgotten:
             subjects, records = self._forgotten.as_tables()
             self.con.register("forgotten_subjects", subjects)
             self.con.register("forgotten_records", records)
             self._forgotten_registered = self._forgotten
+        epoch, applied, offset = self._mirrored.get(kind, (-1, 0, 0))
+        if epoch != view.epoch:
+            self.con.execute(f"DROP TABLE IF EXISTS {name}")
+            applied, offset = 0, 0
+            self._hidden_for.pop(kind, None)
+        for chunk in view.chunks[applied:]:
+            chunk = chunk.append_column("_row", pa.array(range(offset, offset + chunk.num_rows), pa.int64()))
+            self.con.register("_mirror_src", chunk)
+            # with an empty ledger nothing can be hidden: skip the per-row check
+            hidden = "FALSE" if self._forgotten.empty else "NULL"
+            if offset == 0 and applied == 0:
+                self.con.execute(f"CREATE TABLE {name} AS SELECT *, {hidden}::BOOLEAN AS hidden, "
+                                 "NULL::TIMESTAMPTZ AS retracted_since FROM _mirror_src")
+            else:
+                self.con.execute(f"INSERT INTO {name} SELECT *, {hidden}, NULL FROM _mirror_src")
+            self.con.unregister("_mirror_src")
+            if pc.any(pc.equal(chunk.column("status"), "retracted")).as_py():
+                self._mark_retractions(name, since_row=offset)
+            offset += chunk.num_rows
+            applied += 1
+        if epoch != view.epoch and not view.chunks:
+            self.con.execute(self._create_empty(kind, name))
+            self.con.unregister("_mirror_src")
+        inserted = (view.epoch, applied, offset) != (epoch, *self._mirrored.get(kind, (-1, 0, 0))[1:])
+        self._mirrored[kind] = (view.epoch, applied, offset)
+        if self._hidden_for.get(kind) is not self._forgotten:
+            self.con.execute(f"UPDATE {name} SET hidden = NOT ({forgotten_sql()})")
+            self._hidden_for[kind] = self._forgotten
+        elif inserted and not self._forgotten.empty:
+            self.con.execute(f"UPDATE {name} SET hidden = NOT ({forgotten_sql()}) WHERE hidden IS NULL")
         return name
+
+    def _create_empty(self, kind: str, name: str) -> str:
+        self.con.register("_mirror_src", self.lake.all_rows(kind))
+        return (f"CREATE TABLE {name} AS SELECT *, 0::BIGINT AS _row, NULL::BOOLEAN AS hidden, "
+                "NULL::TIMESTAMPTZ AS retracted_since FROM _mirror_src LIMIT 0")
+
+    def _mark_retractions(self, name: str, *, since_row: int) -> None:
+        """Record on each retracted row when its retraction became known (as-of reads before it still see it)."""
+        self.con.execute(f"""
+UPDATE {name} t SET retracted_since = x.known_since
+FROM (SELECT supersedes, min(known_since) AS known_since FROM {name}
+      WHERE _row >= {int(since_row)} AND status = 'retracted' AND supersedes IS NOT NULL AND known_since IS NOT NULL
+      GROUP BY supersedes) x
+WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_since > x.known_since)""")
 
     def execute(self, sql: str, params: Mapping[str, Any]) -> pa.Table:
         """Run one query and consume its result (DuckDB 2 refuses a second open result)."""
         self.trace(sql, params)
         return self.con.sql(sql, params=dict(params)).to_arrow_table()
+
+    def _take(self, kind: str, positions: pa.Array) -> pa.Table:
+        """Full rows from the Arrow snapshot, plus their search text."""
+        rows = self.lake.all_rows(kind).take(positions)
+        return rows.append_column("search_text", SPECS[kind].search_text(rows))
 
     # ---------------------------------------------------------------- the query
 
@@ -190,21 +250,21 @@ class Visibility:
         """The visibility query for many bases at once (one row per read or replayed decision).
 
         *bases* has columns ``decision_id, known_at, valid_at, org, division, team,
-        actor, subject_key`` (see `bases_table`); each output row carries the
-        ``decision_id`` it is visible to. A single read is a one-row *bases*.
+        actor, subject_key`` (see `bases_table`). The result holds the visible rows with
+        the ``decision_id`` each is visible to, its ``scope_depth`` and ``search_text``.
+        A single read is a one-row *bases*.
         """
         if kind not in SPECS:
             raise ValidationError(f"unknown kind {kind!r}", field="kind")
-        spec = SPECS[kind]
-        columns = set(spec.schema.names)
+        columns = set(SPECS[kind].schema.names)
         with self._lock:
             self.lake.refresh()
             table = self._register(kind)
             self.con.register("bases", bases)
             params: dict[str, Any] = {}
-            where = [forgotten_sql("r")]
+            where = ["NOT r.hidden"]
             for i, (col, value) in enumerate(sorted((filters or {}).items())):
-                if col not in columns or col in ("org", "division", "team", "actor", "known_since"):
+                if col not in columns or col in ("org", "division", "team", "actor"):
                     raise ValidationError(
                         f"cannot filter {kind} on {col!r}; filterable: "
                         f"{', '.join(sorted(columns - {'org', 'division', 'team', 'actor'}))}",
@@ -214,43 +274,39 @@ class Visibility:
                 where.append(f"r.{col} IS NOT DISTINCT FROM $f{i}" if value is None else f"r.{col} = $f{i}")
             status = "proposed" if include_proposals else "active"
             head = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth "
-                    "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, record_id DESC) = 1"
+                    "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, _row DESC) = 1"
                     if heads_only else "")
             slot = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id ORDER BY scope_depth DESC) = 1"
                     if heads_only else "")
             sql = f"""
-WITH known AS (
-    SELECT r.*, b.decision_id, b.valid_at AS basis_valid_at,
-           {scope_depth_sql("r")} AS scope_depth,
-           {spec.text_sql} AS search_text
+WITH candidates AS (
+    SELECT r._row, r.lineage_id, r.valid_from, r.valid_to, r.expires_at, r.known_since, r.commit_version,
+           {scope_depth_sql("r")} AS scope_depth, b.decision_id, b.valid_at AS basis_valid_at
     FROM {table} r JOIN bases b
       ON r.org = b.org
      AND (r.division IS NULL OR r.division = b.division)
      AND (r.team IS NULL OR r.team = b.team)
      AND (r.actor IS NULL OR r.actor = b.actor)
      AND r.known_since <= b.known_at
+     AND (r.retracted_since IS NULL OR r.retracted_since > b.known_at)
+     AND r.valid_from <= b.valid_at
      AND (b.subject_key IS NULL OR r.subject_key = b.subject_key)
-    WHERE {' AND '.join(where)}
-),
-retracted AS (
-    SELECT DISTINCT decision_id, supersedes AS target FROM known
-    WHERE status = 'retracted' AND supersedes IS NOT NULL
-),
-candidates AS (
-    SELECT k.* FROM known k ANTI JOIN retracted x ON k.decision_id = x.decision_id AND k.record_id = x.target
-    WHERE k.status = '{status}' AND k.valid_from <= k.basis_valid_at
+    WHERE r.status = '{status}' AND {' AND '.join(where)}
 ),
 heads AS (
     SELECT * FROM candidates
     {head}
 )
-SELECT * EXCLUDE (basis_valid_at) FROM heads
+SELECT decision_id, _row, scope_depth FROM heads
 WHERE (valid_to IS NULL OR valid_to > basis_valid_at)
   AND (expires_at IS NULL OR expires_at > basis_valid_at)
 {slot}
 ORDER BY decision_id, valid_from DESC, known_since DESC
 """
-            return self.execute(sql, params)
+            hits = self.execute(sql, params)
+            rows = self._take(kind, hits.column("_row"))
+            rows = rows.append_column("decision_id", hits.column("decision_id"))
+            return rows.append_column("scope_depth", hits.column("scope_depth"))
 
     def slot_versions(self, kind: str, lineage_ids: Sequence[str]) -> pa.Table:
         """Every active, unretracted, unforgotten version of the given slots, at every scope.
@@ -262,14 +318,11 @@ ORDER BY decision_id, valid_from DESC, known_since DESC
             self.lake.refresh()
             table = self._register(kind)
             sql = f"""
-WITH known AS (
-    SELECT * FROM {table}
-    WHERE lineage_id IN (SELECT unnest($lineages)) AND {forgotten_sql()}
-)
-SELECT record_id, lineage_id, org, division, team, actor, valid_from, content_hash FROM known
-WHERE status = 'active'
-  AND record_id NOT IN (SELECT supersedes FROM known WHERE status = 'retracted' AND supersedes IS NOT NULL)
-ORDER BY valid_from, known_since, commit_version
+SELECT record_id, lineage_id, org, division, team, actor, valid_from, content_hash,
+       least(valid_to, expires_at) AS ends_at FROM {table}
+WHERE lineage_id IN (SELECT unnest($lineages)) AND known_since IS NOT NULL AND NOT hidden
+  AND status = 'active' AND retracted_since IS NULL
+ORDER BY valid_from, known_since, commit_version, _row
 """
             return self.execute(sql, {"lineages": list(lineage_ids)})
 
@@ -278,7 +331,7 @@ ORDER BY valid_from, known_since, commit_version
         with self._lock:
             self.lake.refresh()
             table = self._register(kind)
-            return self.execute(
-                f"SELECT * FROM {table} WHERE record_id IN (SELECT unnest($ids)) AND {forgotten_sql()}",
-                {"ids": list(record_ids)},
-            )
+            hits = self.execute(
+                f"SELECT _row FROM {table} WHERE record_id IN (SELECT unnest($ids)) AND known_since IS NOT NULL"
+                " AND NOT hidden ORDER BY _row", {"ids": list(record_ids)})
+            return self._take(kind, hits.column("_row"))

@@ -317,18 +317,35 @@ class KindSpec:
     from_columns: Callable[[Mapping[str, Any]], dict[str, Any]]
     slot: Callable[[Any, Scope], str]
     content: Callable[[Any], tuple]
-    text_sql: str  # DuckDB expression giving the searchable text of a row
+    text_parts: tuple[str, ...]  # column names and literal separators making a row's search text
 
     @property
     def table(self) -> str:
         return self.kind
 
     @property
+    def text_sql(self) -> str:
+        """The search text as a DuckDB expression (for queries that need it in SQL)."""
+        names = set(self.schema.names)
+        return " || ".join(f"coalesce({p}, '')" if p in names else "'" + p.replace("'", "''") + "'"
+                           for p in self.text_parts)
+
+    def search_text(self, rows: pa.Table) -> pa.Array:
+        """The search text of each row: what lexical ranking and embeddings read."""
+        import pyarrow.compute as pc
+
+        names = set(rows.column_names)
+        parts = [pc.fill_null(rows.column(p), "") if p in names else pa.scalar(p) for p in self.text_parts]
+        if rows.num_rows == 0:
+            return pa.array([], pa.string())
+        return pc.binary_join_element_wise(*parts, "")
+
+    @property
     def schema(self) -> pa.Schema:
         return pa.schema(ENVELOPE_FIELDS + list(self.columns))
 
 
-def _fact_like(kind: str, cls: type, text_sql: str) -> KindSpec:
+def _fact_like(kind: str, cls: type, text_parts: tuple[str, ...]) -> KindSpec:
     return KindSpec(
         kind=kind,
         cls=cls,
@@ -343,7 +360,7 @@ def _fact_like(kind: str, cls: type, text_sql: str) -> KindSpec:
         },
         slot=lambda r, scope: _slot(kind, r.subject, r.attribute),
         content=lambda r: (_json(r.value, "value"), r.valid_to),
-        text_sql=text_sql,
+        text_parts=text_parts,
     )
 
 
@@ -353,8 +370,8 @@ def _episode_slot(r: Episode, scope: Scope) -> str:
 
 
 SPECS: dict[str, KindSpec] = {
-    "fact": _fact_like("fact", Fact, "subject || ' ' || attribute || ': ' || value"),
-    "preference": _fact_like("preference", Preference, "subject || ' prefers ' || attribute || ': ' || value"),
+    "fact": _fact_like("fact", Fact, ("subject", " ", "attribute", ": ", "value")),
+    "preference": _fact_like("preference", Preference, ("subject", " prefers ", "attribute", ": ", "value")),
     "episode": KindSpec(
         kind="episode",
         cls=Episode,
@@ -378,7 +395,7 @@ SPECS: dict[str, KindSpec] = {
         },
         slot=_episode_slot,
         content=lambda r: (r.outcome, r.evidence),
-        text_sql="service || ' ' || env || ': ' || symptom || '; tried ' || action || ' -> ' || outcome",
+        text_parts=("service", " ", "env", ": ", "symptom", "; tried ", "action", " -> ", "outcome"),
     ),
     "reference": KindSpec(
         kind="reference",
@@ -395,7 +412,7 @@ SPECS: dict[str, KindSpec] = {
         },
         slot=lambda r, scope: _slot("reference", r.uri),
         content=lambda r: (r.title, r.content, r.published_at),
-        text_sql="coalesce(title, '') || '. ' || coalesce(content, '')",
+        text_parts=("title", ". ", "content"),
     ),
     "policy": KindSpec(
         kind="policy",
@@ -421,7 +438,7 @@ SPECS: dict[str, KindSpec] = {
         slot=lambda r, scope: _slot("policy", r.policy_id),
         content=lambda r: (r.text, _json(dict(r.conditions), "conditions"), r.effective_to, r.priority,
                            r.approved_by, tuple(r.overrides)),
-        text_sql="policy_id || ': ' || text",
+        text_parts=("policy_id", ": ", "text"),
     ),
     "note": KindSpec(
         kind="note",
@@ -438,7 +455,7 @@ SPECS: dict[str, KindSpec] = {
         },
         slot=lambda r, scope: _slot("note", r.session_id, r.key),
         content=lambda r: (_json(r.value, "value"),),
-        text_sql="key || ': ' || value",
+        text_parts=("key", ": ", "value"),
     ),
 }
 

@@ -35,8 +35,9 @@ from .time import require_aware
 Action = Literal["inserted", "superseded", "duplicate"]
 Status = Literal["active", "proposed", "retracted"]
 
-#: Per-kind extra checks (e.g. policy overlap), called with the validated batch of that kind.
-KindCheck = Callable[[Sequence[Envelope], Visibility], None]
+#: Per-kind extra checks (e.g. who may write policies, policy overlap), called with the validated
+#: batch of that kind, the visibility query, the acting principal and the status being written.
+KindCheck = Callable[[Sequence[Envelope], Visibility, Principal, Status], None]
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,14 @@ class BatchResult:
 
     def count(self, action: Action) -> int:
         return sum(1 for r in self.results if r.action == action)
+
+
+#: The free-text fields of each kind: what redaction scans.
+_TEXT_FIELDS: dict[str, tuple[str, ...]] = {
+    "envelope": ("evidence", "reason"),
+    "fact": ("value",), "preference": ("value",), "note": ("value",),
+    "episode": ("symptom", "action"), "reference": ("title", "content"), "policy": ("text",),
+}
 
 
 def _text(value: Any, name: str, *, optional: bool = False) -> Optional[str]:
@@ -132,11 +141,12 @@ class Writer:
         else:
             changes["source"] = _text(record.source, "source")
         changes.update(self._validate_kind(record, now))
-        merged = {**{"expires_at": None}, **changes}
-        if merged["expires_at"] is None:
-            merged["expires_at"] = self._default_expiry(record, changes)
-        record = replace(record, **merged)
-        return self._redact(record)
+        if isinstance(record, Policy) and status == "active" and changes["approved_by"] is None:
+            changes["approved_by"] = principal.id  # a direct write by a curator is its approval
+        if changes["expires_at"] is None:
+            changes["expires_at"] = self._default_expiry(record, changes)
+        found = self._redact(record, changes)
+        return replace(record, **changes), found
 
     def _validate_kind(self, r: Envelope, now: datetime) -> dict[str, Any]:
         if isinstance(r, (Fact, Preference)):
@@ -217,7 +227,8 @@ class Writer:
             return changes["valid_from"] + r.ttl
         return None
 
-    def _redact(self, r: Envelope) -> tuple[Envelope, tuple[str, ...]]:
+    def _redact(self, r: Envelope, changes: dict[str, Any]) -> tuple[str, ...]:
+        """Scrub secrets from the record's text fields (in *changes*) before anything is stored."""
         found: list[str] = []
 
         def clean(value: Any) -> Any:
@@ -231,12 +242,9 @@ class Writer:
                 return type(value)(clean(v) for v in value)
             return value
 
-        names = {"evidence", "reason"} | {
-            Fact: {"value"}, Preference: {"value"}, Note: {"value"},
-            Episode: {"symptom", "action"}, Reference: {"title", "content"}, Policy: {"text"},
-        }[type(r)]
-        changes = {n: clean(getattr(r, n)) for n in names}
-        return replace(r, **changes), tuple(dict.fromkeys(found))
+        for name in _TEXT_FIELDS["envelope"] + _TEXT_FIELDS[r.kind]:
+            changes[name] = clean(changes[name] if name in changes else getattr(r, name))
+        return tuple(dict.fromkeys(found))
 
     # ------------------------------------------------------------------ commit
 
@@ -263,7 +271,7 @@ class Writer:
         prepared = [self._validate(r, principal, scope, status, now) for r in records]
         for kind in {spec_of(r).kind for r, _ in prepared}:
             for check in self.checks.get(kind, ()):
-                check([r for r, _ in prepared if r.kind == kind], self.vis)
+                check([r for r, _ in prepared if r.kind == kind], self.vis, principal, status)
         keys = {subject_key(r.subject_name) for r, _ in prepared}
         current = self.generations(keys)
         if generation is not None:
@@ -309,7 +317,7 @@ class Writer:
                 lineage = self._lineage_of(r.supersedes, "episode") or lineage
             lineages.append(lineage)
             by_kind.setdefault(spec.kind, []).append(i)
-        # versions[(kind, lineage, scope)] = sorted [(valid_from, seq, record_id, content_hash)]
+        # versions[(kind, lineage, scope)] = sorted [(valid_from, seq, record_id, content_hash, ends_at)]
         versions: dict[tuple, list[tuple]] = {}
         if enabled and status == "active":
             for kind, idx in by_kind.items():
@@ -317,7 +325,7 @@ class Writer:
                 for seq, row in enumerate(existing.to_pylist()):
                     scope = Scope(row["org"], row["division"], row["team"], row["actor"])
                     versions.setdefault((kind, row["lineage_id"], scope), []).append(
-                        (row["valid_from"], seq, row["record_id"], row["content_hash"]))
+                        (row["valid_from"], seq, row["record_id"], row["content_hash"], row["ends_at"]))
         planned = []
         for i, (r, redacted) in enumerate(prepared):
             kind = r.kind
@@ -327,7 +335,8 @@ class Writer:
             slot = versions.setdefault((kind, lineages[i], r.scope), [])
             pos = bisect.bisect_right(slot, (valid_from, float("inf")))
             pred = slot[pos - 1] if pos and status == "active" and enabled else None
-            if pred is not None and pred[3] == chash:
+            # a predecessor that has ended or expired by now is not in force: restating it is news
+            if pred is not None and pred[3] == chash and (pred[4] is None or pred[4] > valid_from):
                 planned.append((r, WriteResult(pred[2], "duplicate", kind, lineages[i], r.scope,
                                                redacted=redacted), redacted))
                 continue
@@ -337,10 +346,9 @@ class Writer:
                     "content; references are immutable — record a new publication date", field="content")
             supersedes = r.supersedes or (pred[2] if pred is not None else None)
             action: Action = "superseded" if supersedes else "inserted"
-            if supersedes and not r.reason:
-                r = replace(r, reason=reason or "value changed")
-            slot.insert(pos, (valid_from, len(slot) + 10**9, record_id, chash))
-            r = replace(r, record_id=record_id, lineage_id=lineages[i], supersedes=supersedes)
+            slot.insert(pos, (valid_from, len(slot) + 10**9, record_id, chash, _ends_at(r)))
+            r = replace(r, record_id=record_id, lineage_id=lineages[i], supersedes=supersedes,
+                        reason=r.reason or ((reason or "value changed") if supersedes else None))
             planned.append((r, WriteResult(record_id, action, kind, lineages[i], r.scope, supersedes=supersedes,
                                            redacted=redacted), redacted))
         return planned
@@ -368,6 +376,12 @@ class Writer:
         }
         row.update(spec.to_columns(r))
         return row
+
+
+def _ends_at(r: Envelope) -> Optional[datetime]:
+    """When a version stops being served: the earlier of its valid_to and expires_at."""
+    ends = [t for t in (r.valid_interval[1], r.expires_at) if t is not None]
+    return min(ends) if ends else None
 
 
 def _content_hash(r: Envelope) -> str:
