@@ -2,10 +2,11 @@
 
 >>> import memory_lakehouse as ml
 >>> sorted(ml.__all__)[:3]
-['AuditEvent', 'BatchResult', 'ConflictError']
+['AuditEvent', 'Authorization', 'Basis']
 """
 
 from .audit import AuditEvent
+from .authz import Authorization, authorize
 from .errors import (
     ConflictError, Escalation, LakehouseError, PermissionDenied, StaleGeneration, StoreError, ValidationError,
 )
@@ -21,8 +22,8 @@ from .write import BatchResult, WriteResult
 __version__ = "0.1.0"
 
 __all__ = [
-    "AuditEvent", "Basis", "BatchResult", "Candidate", "ConflictError", "Decision", "Envelope", "Episode",
-    "Escalation", "Fact", "Hit", "LakehouseError", "MemoryStore", "Note", "PermissionDenied", "Policy",
+    "AuditEvent", "Authorization", "Basis", "BatchResult", "Candidate", "ConflictError", "Decision", "Envelope",
+    "Episode", "Escalation", "Fact", "Hit", "LakehouseError", "MemoryStore", "Note", "PermissionDenied", "Policy",
     "Preference", "Principal", "Redactor", "Reference", "Scope", "StaleGeneration", "StoreError",
-    "ValidationError", "WriteResult", "__version__", "open",
+    "ValidationError", "WriteResult", "__version__", "authorize", "open",
 ]

@@ -190,3 +190,218 @@ def _inside(rows, scope: Scope):
         if value is not None:
             mask = pc.and_(mask, pc.fill_null(pc.equal(rows.column(level), value), False))
     return mask
+
+
+# ---------------------------------------------------------------------------- purge
+
+@dataclass(frozen=True)
+class PurgeReport:
+    """What a purge erased (or, in a dry run, would erase), and whether the bytes are gone."""
+
+    dry_run: bool
+    subjects: int
+    rows: dict[str, int]  # kind -> rows erased
+    expired_rows: int
+    files_rewritten: int
+    bytes_reclaimed: int
+    partitions_rebuilt: tuple[str, ...]
+    verified: Optional[bool]
+    leftovers: tuple[str, ...] = ()  # files still holding an erased value (verification failures)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+    def summary(self) -> str:
+        head = "purge (dry run): would erase" if self.dry_run else "purged"
+        rows = ", ".join(f"{n} {k}" for k, n in self.rows.items() if n) or "no rows"
+        lines = [f"{head} {rows} ({self.subjects} forgotten subject(s), {self.expired_rows} expired row(s))"]
+        if not self.dry_run:
+            lines.append(f"rewrote {self.files_rewritten} file(s), reclaimed {self.bytes_reclaimed} bytes, "
+                         f"rebuilt index partitions: {', '.join(self.partitions_rebuilt) or 'none'}")
+            lines.append("verified: no erased value left under the store root" if self.verified
+                         else f"VERIFICATION FAILED: {', '.join(self.leftovers)}")
+        else:
+            lines.append("run again with --yes (dry_run=False) to erase")
+        return "\n".join(lines)
+
+
+#: Values shorter than this are too common to prove anything in a byte scan.
+MIN_CANARY = 8
+
+
+def purge_targets(vis, *, now: datetime, grace) -> dict[str, "pa.Table"]:
+    """Rows to erase per kind: forgotten (ledger) and past their expiry plus *grace*."""
+    from .records import SPECS
+
+    out = {}
+    cutoff = now - grace
+    with vis._lock:
+        vis.lake.refresh()
+        for kind in SPECS:
+            table = vis._register(kind)
+            expiring = "status <> 'retracted' AND expires_at IS NOT NULL AND expires_at <= $cutoff"
+            if kind not in ("note", "preference", "episode"):
+                expiring = "FALSE"
+            out[kind] = vis.execute(
+                f"SELECT _row, record_id, org, hidden, ({expiring}) AS expired FROM {table} "
+                f"WHERE hidden OR ({expiring})", {"cutoff": cutoff} if "$cutoff" in expiring else {})
+    return out
+
+
+def erased_values(lake, kind: str, positions) -> set[str]:
+    """The distinctive text of rows about to be erased: what verification must not find."""
+    from .records import SPECS
+
+    rows = lake.all_rows(kind).take(positions)
+    names = ["subject", "evidence", "reason"] + [f.name for f in SPECS[kind].columns if f.type == pa.string()]
+    values: set[str] = set()
+    for name in names:
+        for value in rows.column(name).to_pylist():
+            if isinstance(value, str):
+                text = value.strip('"')
+                if len(text) >= MIN_CANARY:
+                    values.add(text)
+    return values
+
+
+def scan_for(root: Path, values: set[str], *, skip: Sequence[str] = ()) -> list[str]:
+    """Files under *root* that still hold any of *values*: raw bytes, and decoded parquet."""
+    import pyarrow.parquet as pq
+
+    if not values:
+        return []
+    needles = [v.encode() for v in values]
+    found = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if any(str(path).startswith(s) for s in skip):
+            continue
+        data = path.read_bytes()
+        hit = any(n in data for n in needles)
+        if not hit and path.suffix == ".parquet":
+            table = pq.read_table(path)
+            for col in table.columns:
+                if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                    if values.intersection(v.strip('"') for v in col.to_pylist() if isinstance(v, str)):
+                        hit = True
+                        break
+        if hit:
+            found.append(str(path.relative_to(root)))
+    return found
+
+
+def run_purge(store, principal, *, grace, dry_run: bool) -> PurgeReport:
+    """Physical erasure: rewrite files without forgotten/expired rows, delete the old files,
+    rebuild affected index partitions, reload snapshots, then verify by scanning bytes.
+
+    Safe to re-run: an interrupted purge leaves the tombstones in place (nothing is
+    served) and the next purge finishes the job, including deleting files an earlier
+    purge removed from the table but did not get to delete.
+    """
+    import time as _time
+
+    import pyarrow.compute as pc
+
+    from .lake import commit_metadata, new_txn_id
+    from .records import SPECS
+
+    started = _time.perf_counter()
+    lake, vis, ledger = store.lake, store.vis, store.ledger
+    now = store.clock.peek()
+    targets = purge_targets(vis, now=now, grace=grace)
+    scope = principal.scope
+    rows: dict[str, int] = {}
+    expired = 0
+    by_kind: dict[str, pa.Table] = {}
+    for kind, t in targets.items():
+        inside = [scope.contains(Scope(r["org"], *_levels(lake, kind, r["_row"])))
+                  for r in t.select(["org", "_row"]).to_pylist()]
+        t = t.filter(pa.array(inside, pa.bool_())) if t.num_rows else t
+        by_kind[kind] = t
+        rows[kind] = t.num_rows
+        expired += int(pc.sum(pc.and_(t.column("expired"), pc.invert(t.column("hidden")))).as_py() or 0) \
+            if t.num_rows else 0
+    subjects = len({tb.subject_key for tb in ledger.tombstones()})
+    if dry_run:
+        return PurgeReport(True, subjects, rows, expired, 0, 0, (), None,
+                           seconds=round(_time.perf_counter() - started, 3))
+    values: set[str] = set()
+    erased_by_org: dict[str, set[str]] = {}
+    for kind, t in by_kind.items():
+        if t.num_rows:
+            values |= erased_values(lake, kind, t.column("_row"))
+            for org, rid in zip(t.column("org").to_pylist(), t.column("record_id").to_pylist()):
+                erased_by_org.setdefault(org, set()).add(rid)
+    before = _sizes(lake)
+    files_rewritten = 0
+    at = store.clock.read()
+    for kind, t in by_kind.items():
+        if not t.num_rows:
+            continue
+        ids = ", ".join("'" + rid.replace("'", "''") + "'" for rid in t.column("record_id").to_pylist())
+        meta = commit_metadata(txn_id=new_txn_id(), committed_at=at, op="purge", actor=principal.id,
+                               reason="physical erasure of forgotten and expired memory", records=t.num_rows)
+        with lake.maintenance_lock(kind):
+            dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
+            metrics = dt.delete(predicate=f"record_id IN ({ids})",
+                                commit_properties=CommitProperties(custom_metadata=meta))
+            files_rewritten += int(metrics.get("num_removed_files", 0))
+    lake.refresh(force=True)
+    for kind in SPECS:  # delete what purges removed from the tables (this one and interrupted ones)
+        with lake.maintenance_lock(kind):
+            _delete_removed_files(lake, kind)
+    partitions = tuple(store._purge_index(erased_by_org))
+    ledger.append("purge", subject_key=None, generation=0, record_ids=[], at=at, by=principal.id,
+                  reason=f"erased {sum(rows.values())} row(s)", scope=scope.path,
+                  metadata=commit_metadata(txn_id=new_txn_id(), committed_at=at, op="purge", actor=principal.id,
+                                           reason="purge", records=sum(rows.values())))
+    after = _sizes(lake)
+    leftovers: list[str] = []
+    if lake.is_local:
+        values -= _surviving_values(lake)
+        leftovers = scan_for(Path(lake.root), values)
+    return PurgeReport(False, subjects, rows, expired, files_rewritten,
+                       max(0, sum(before.values()) - sum(after.values())), partitions,
+                       not leftovers if lake.is_local else None, tuple(leftovers),
+                       seconds=round(_time.perf_counter() - started, 3))
+
+
+def _levels(lake, kind: str, position: int) -> tuple[Optional[str], Optional[str], Optional[str]]:
+    row = lake.all_rows(kind).slice(position, 1).select(["division", "team", "actor"]).to_pylist()[0]
+    return row["division"], row["team"], row["actor"]
+
+
+def _sizes(lake) -> dict[str, int]:
+    if not lake.is_local:
+        return {}
+    return {str(p): p.stat().st_size for p in Path(lake.root).rglob("*") if p.is_file()}
+
+
+def _delete_removed_files(lake, kind: str) -> None:
+    if not lake.is_local:  # object stores: delta-rs vacuum (see DESIGN.md § Forgetting for the caveat)
+        dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
+        dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+        return
+    referenced = set(lake.views[kind].paths)
+    for rel in lake.files_removed_by(kind, "purge"):
+        path = Path(lake.uri(kind)) / rel
+        if rel not in referenced and path.exists():
+            path.unlink()
+
+
+def _surviving_values(lake) -> set[str]:
+    """Text still legitimately held by live rows (shared evidence links, etc.)."""
+    from .records import SPECS
+
+    out: set[str] = set()
+    for kind in SPECS:
+        rows = lake.all_rows(kind)
+        for f in ["subject", "evidence", "reason"] + [c.name for c in SPECS[kind].columns if c.type == pa.string()]:
+            out.update(v.strip('"') for v in pc_unique(rows.column(f)) if isinstance(v, str))
+    return out
+
+
+def pc_unique(column) -> list:
+    import pyarrow.compute as pc
+
+    return pc.unique(column).to_pylist()

@@ -24,11 +24,12 @@ from __future__ import annotations
 import json
 import os
 import threading
+from contextlib import contextmanager
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Iterator, Mapping, Optional
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -405,6 +406,39 @@ class Lake:
 
     def handle(self, table: str) -> DeltaTable:
         return self._handles[table]
+
+    @contextmanager
+    def maintenance_lock(self, table: str) -> Iterator[None]:
+        """Serialise file-rewriting operations on one table across processes (local stores).
+
+        Appends never take it: they are blind and retry themselves. On object stores
+        delta-rs's optimistic commit is the only guard; a rewrite that loses raises
+        ConflictError and can be retried.
+        """
+        if not self.is_local:
+            yield
+            return
+        import fcntl
+
+        lock_dir = Path(self.root) / "_locks"
+        lock_dir.mkdir(exist_ok=True)
+        with open(lock_dir / f"{table}.lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def files_removed_by(self, table: str, operation: str) -> list[str]:
+        """Relative paths that commits of *operation* removed (local stores): what purge deletes."""
+        log = Path(self.uri(table)) / "_delta_log"
+        removed = []
+        for commit in sorted(log.glob("*.json")):
+            lines = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+            info = next((a["commitInfo"] for a in lines if "commitInfo" in a), {})
+            if info.get(META_PREFIX + "op") == operation:
+                removed += [unquote(a["remove"]["path"]) for a in lines if "remove" in a]
+        return removed
 
     def files(self) -> list[Path]:
         """Every file under a local store root (for byte scans and size reports)."""

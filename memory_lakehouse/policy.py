@@ -33,13 +33,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .errors import Escalation, ValidationError
 from .records import Policy
+from .scope import Scope
 from .time import require_aware
 
-__all__ = ["Candidate", "Decision", "matches", "effective_at", "resolve", "overlaps", "explain"]
+__all__ = ["Candidate", "Decision", "matches", "effective_at", "resolve", "overlaps", "write_conflicts", "explain"]
 
 RULES: tuple[str, ...] = ("only match", "overrides", "priority", "specificity", "scope")
 _WHY = {
@@ -244,11 +245,16 @@ def _precedence(policies, matched, status, live, facts, at) -> tuple[list[int], 
     overridden = {i: next(pid[j] for j in live if j != i and pid[i] in policies[j].overrides)
                   for i in live if any(j != i and pid[i] in policies[j].overrides for j in live)}
     if len(overridden) == len(live):
+        # Every candidate is overridden, so the declarations contain a cycle. The policies
+        # on it tie; any other is overridden by one of them and simply loses.
+        beats = {i: [j for j in live if j != i and pid[j] in policies[i].overrides] for i in live}
+        tied = [i for i in live if _reaches(beats, i, i)]
         for i in live:
-            status[i] = f"tied: overridden by {overridden[i]}, which it overrides in turn"
+            status[i] = (f"tied: overridden by {overridden[i]} in a cycle of declared overrides" if i in tied
+                         else f"lost: overrides (overridden by {overridden[i]})")
         raise Escalation(
-            f"policies {_names(policies[i] for i in live)} override each other in a cycle; a person must decide",
-            _cands(policies, matched, status, live),
+            f"policies {_names(policies[i] for i in tied)} override each other in a cycle; a person must decide",
+            _cands(policies, matched, status, tied),
         )
     for i, by in overridden.items():
         status[i] = f"lost: overrides (overridden by {by})"
@@ -274,6 +280,20 @@ def _precedence(policies, matched, status, live, facts, at) -> tuple[list[int], 
     raise Escalation(_tie_message([policies[i] for i in live], facts, at), _cands(policies, matched, status, live))
 
 
+def _reaches(edges: Mapping[int, Sequence[int]], start: int, goal: int) -> bool:
+    """Is *goal* reachable from *start* in one or more steps along *edges*?"""
+    seen: set[int] = set()
+    todo = list(edges[start])
+    while todo:
+        i = todo.pop()
+        if i == goal:
+            return True
+        if i not in seen:
+            seen.add(i)
+            todo.extend(edges[i])
+    return False
+
+
 def _tie_message(tied: Sequence[Policy], facts: Mapping[str, Any], at: datetime) -> str:
     # Name only the fields the policies test: the rest of the facts may identify a customer.
     p, fields = tied[0], sorted({k for q in tied for k in q.conditions})
@@ -293,10 +313,12 @@ def overlaps(new: Policy, existing: Sequence[Policy]) -> list[Policy]:
     A conflict is an existing policy with status ``"active"``, the same scope, equal
     priority, another policy_id, an intersecting effective range, and conditions one case
     could satisfy together (every shared field has equal values; a field only one of them
-    names does not separate them), where neither lists the other in ``overrides``. This
-    holds even when specificity would decide at read time: the write path wants an
-    intentional relationship (a priority gap or ``overrides``). A new version of the same
-    policy_id is never an overlap. The store raises ``ValidationError`` naming the result.
+    names does not separate them), where neither lists the other in ``overrides`` — or
+    both do: two policies declaring that each overrides the other state no order at all.
+    This holds even when specificity would decide at read time: the write path wants an
+    intentional relationship (a priority gap or a one-way ``overrides``). A new version of
+    the same policy_id is never an overlap. The store raises ``ValidationError`` naming
+    the result (see :func:`write_conflicts` for how it finds the policies to compare).
     """
     out = []
     for old in existing:
@@ -307,10 +329,63 @@ def overlaps(new: Policy, existing: Sequence[Policy]) -> list[Policy]:
             and old.priority == new.priority
             and _ranges_meet(new, old)
             and all(_canon(v) == _canon(old.conditions[k]) for k, v in new.conditions.items() if k in old.conditions)
-            and old.policy_id not in new.overrides
-            and new.policy_id not in old.overrides
+            and (old.policy_id in new.overrides) == (new.policy_id in old.overrides)
         ):
             out.append(old)
+    return out
+
+
+def write_conflicts(
+    batch: Sequence[Policy],
+    in_force: Callable[[Scope, datetime], Sequence[Policy]],
+    starts: Iterable[datetime] = (),
+) -> list[tuple[Policy, Policy, datetime]]:
+    """The overlaps a batch of new policy versions would create, as ``(new, existing, at)``.
+
+    *in_force(scope, at)* returns the stored policies in force at *at* on exactly *scope*,
+    one version per policy_id (the store passes its visibility query); *starts* are the
+    ``effective_from`` instants the store holds (a superset is fine). A version is in
+    force from its own start until it ends or the next version starts, so checking each
+    new policy at its start and at every other start inside its range finds every instant
+    at which it could meet another policy — including one that starts after it does.
+
+    The batch is laid over the store: its versions supersede stored ones from their start
+    (a batch may end one policy and begin its successor), and its members are checked
+    against each other. Each pair is reported once, at the first instant it meets.
+    """
+    starts = set(starts) | {p.effective_from for p in batch}
+    cache: dict[tuple[Scope, datetime], dict[str, Policy]] = {}
+
+    def heads(scope: Scope, at: datetime) -> dict[str, Policy]:
+        if (scope, at) not in cache:
+            found = {p.policy_id: p for p in in_force(scope, at)}
+            latest: dict[str, Policy] = {}
+            for b in batch:  # a later entry of the batch wins a tie on start
+                if b.scope == scope and b.effective_from <= at and (
+                        b.policy_id not in latest or b.effective_from >= latest[b.policy_id].effective_from):
+                    latest[b.policy_id] = b
+            for pid, b in latest.items():
+                stored = found.get(pid)
+                if stored is None or b.effective_from >= stored.effective_from:
+                    if effective_at(b, at):
+                        found[pid] = b
+                    else:
+                        found.pop(pid, None)
+            cache[(scope, at)] = found
+        return cache[(scope, at)]
+
+    out: list[tuple[Policy, Policy, datetime]] = []
+    reported: set[tuple[Scope, frozenset[str]]] = set()
+    for new in batch:
+        for at in sorted(t for t in starts if effective_at(new, t)):
+            current = heads(new.scope, at)
+            if current.get(new.policy_id) is not new:
+                continue  # a later version in the same batch governs this instant
+            for old in overlaps(new, [p for pid, p in current.items() if pid != new.policy_id]):
+                key = (new.scope, frozenset((new.policy_id, old.policy_id)))
+                if key not in reported:
+                    reported.add(key)
+                    out.append((new, old, at))
     return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from . import policy as policy_rules
@@ -24,7 +24,7 @@ from .records import (
 from .redact import Redactor
 from .retrieve import Hit, recall_lexical
 from .scope import Principal, Scope
-from .time import Basis, Clock, StoreClock, resolve_basis
+from .time import Basis, Clock, StoreClock, require_aware, resolve_basis
 from .write import BatchResult, Writer, WriteResult
 
 
@@ -62,7 +62,7 @@ class MemoryStore:
         self.vis = Visibility(self.lake)
         self.vis.set_forgotten(self.ledger.forgotten())
         self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations)
-        self.writer.checks["policy"] = [self._check_policy_overlap]
+        self.writer.checks["policy"] = [self._check_policy_write]
         self._embedder = embedder
 
     # ------------------------------------------------------------------ plumbing
@@ -221,21 +221,56 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ policy
 
-    def _check_policy_overlap(self, policies: Sequence[Envelope], vis: Visibility) -> None:
+    def _check_policy_write(self, policies: Sequence[Envelope], vis: Visibility, by: Principal,
+                            status: str) -> None:
+        """Policies are approved data: the write path's extra rules for the ``policy`` kind.
+
+        * Only a curator or steward (inside its subtree) writes or retracts a policy; a
+          member or agent proposes one, and a curator approves it.
+        * A proposal carries no approval: ``approved_by`` is set by `approve`, never by
+          the proposer. (A curator's direct write records the curator as approver.)
+        * An active policy must not overlap another on the same scope without an
+          intentional relationship (see `_check_policy_overlap`).
+        """
+        if status == "proposed":
+            for p in policies:
+                if isinstance(p, Policy) and p.approved_by:
+                    raise ValidationError(
+                        f"proposed policy {p.policy_id} claims approved_by={p.approved_by!r}; approval is "
+                        "recorded by approve(), not by the proposer", field="approved_by")
+            return
+        for p in policies:
+            assert p.scope is not None
+            by.check_curate(p.scope, "write a policy (propose it; a curator approves)" if status == "active"
+                            else "retract a policy")
+        if status == "active":
+            self._check_policy_overlap([p for p in policies if isinstance(p, Policy)], vis)
+
+    def _check_policy_overlap(self, policies: Sequence[Policy], vis: Visibility) -> None:
+        """Refuse a batch that would make two policies of one scope tie (nothing is written).
+
+        Stored policies are read through the one visibility query, at the store's current
+        knowledge and at every instant a policy version starts inside a new one's range
+        (see `policy.write_conflicts`), so a policy that starts later is compared too and a
+        superseded version is not.
+        """
         now = self.clock.peek()
-        for new in policies:
-            assert isinstance(new, Policy) and new.scope is not None
-            reader = Principal("policy-check", new.scope, role="steward")
-            rows = vis.rows("policy", reader, Basis(now, new.effective_from), heads_only=False)
-            existing = [record_from_row("policy", r) for r in rows.to_pylist()]
-            existing = [p for p in existing if p.scope == new.scope]
-            clash = policy_rules.overlaps(new, existing)
-            if clash:
-                names = ", ".join(f"{p.policy_id} ({p.record_id})" for p in clash)
-                raise ValidationError(
-                    f"policy {new.policy_id} overlaps {names} on the same scope with equal priority and conditions "
-                    "that can match the same case; set a different priority or declare overrides=[...]",
-                    field="priority")
+
+        def in_force(scope: Scope, at: datetime) -> list[Policy]:
+            reader = Principal("policy-check", scope, role="steward")
+            rows = vis.rows("policy", reader, Basis(now, at))
+            return [p for p in (record_from_row("policy", r) for r in rows.to_pylist()) if p.scope == scope]
+
+        # Candidate instants only (a superset is fine); which versions are in force at each
+        # is decided by the visibility query above, never here.
+        self.lake.refresh(kinds=["policy"])
+        scopes = {p.scope for p in policies}
+        rows = self.lake.known_rows("policy").select(["org", "division", "team", "actor", "valid_from"])
+        stored = [r["valid_from"] for r in rows.to_pylist()
+                  if Scope(r["org"], r["division"], r["team"], r["actor"]) in scopes]
+        clash = policy_rules.write_conflicts(policies, in_force, stored)
+        if clash:
+            raise ValidationError("; ".join(_overlap_message(new, old, at) for new, old, at in clash), field="priority")
 
     def resolve_policy(self, facts: Mapping[str, Any], *, at: datetime, by: Principal,
                        known_at: Optional[datetime] = None) -> policy_rules.Decision:
@@ -244,10 +279,11 @@ class MemoryStore:
         The facts come from the system of record (memory does not own the order). The
         decision says which rule applies; it never authorises an action.
         """
+        at = require_aware(at, "at")
         basis = self._basis(known_at=known_at, valid_at=at)
         rows = self.vis.rows("policy", self._principal(by), basis)
         candidates = [record_from_row("policy", r) for r in rows.to_pylist()]
-        return policy_rules.resolve(candidates, dict(facts), basis.valid_at, known_at=basis.known_at)
+        return policy_rules.resolve(candidates, facts, basis.valid_at, known_at=basis.known_at)
 
     # ------------------------------------------------------------------ replay
 
@@ -295,6 +331,25 @@ class MemoryStore:
         self.vis.set_forgotten(self.ledger.forgotten())
         return ForgetReport(key, generation, tuple(ids), at, entry, by.scope.path)
 
+    def purge(self, *, by: Principal, dry_run: bool = False, grace: timedelta = timedelta(0)) -> "PurgeReport":
+        """Erase for real: every forgotten row (and derived copy) and memory past its expiry plus *grace*.
+
+        Rewrites the affected data files, deletes the old ones, rebuilds affected index
+        partitions, reloads snapshots and verifies by scanning every byte under the store
+        root. Other subjects' history (including as-of reads) is untouched. A dry run
+        reports what would go.
+        """
+        from .forget import run_purge
+
+        by = self._principal(by)
+        by.check_steward(by.scope, "purge")
+        self._sync_ledger()
+        return run_purge(self, by, grace=grace, dry_run=dry_run)
+
+    def _purge_index(self, erased_by_org: Mapping[str, set]) -> list[str]:
+        """Rebuild the index partitions that held erased records (none until an index exists)."""
+        return []
+
     def audit(self, *, by: Principal, subject: Optional[str] = None,
               record_id: Optional[str] = None) -> list[AuditEvent]:
         """Who acted, when, why, on which records — from the commit log, with no content."""
@@ -305,3 +360,13 @@ class MemoryStore:
         self._sync_ledger()
         self.lake.refresh()
         return audit_trail(self.lake, self.ledger, by, subject=subject, record_id=record_id)
+
+
+def _overlap_message(new: Policy, old: Policy, at: datetime) -> str:
+    where = f"on scope {new.scope} from {at.isoformat()}"
+    if old.policy_id in new.overrides and new.policy_id in old.overrides:
+        return (f"policies {new.policy_id} and {old.policy_id} each declare that they override the other {where}: "
+                "declare the relationship in one direction only, or set different priorities")
+    return (f"policy {new.policy_id} overlaps {old.policy_id}" + (f" ({old.record_id})" if old.record_id else "")
+            + f" {where}: equal priority {new.priority} and conditions that can match the same case; "
+            f"set a different priority or declare overrides=[{old.policy_id!r}]")

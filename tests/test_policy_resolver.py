@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_lakehouse.errors import Escalation, ValidationError
-from memory_lakehouse.policy import Decision, effective_at, matches, overlaps, resolve
+from memory_lakehouse.policy import Decision, effective_at, matches, overlaps, resolve, write_conflicts
 from memory_lakehouse.records import Policy
 from memory_lakehouse.scope import Scope
 
@@ -325,3 +325,78 @@ def test_overlap_without_declared_overrides_is_symmetric(c1, c2, p1, p2, s1, s2,
         return pol(pid, c, priority=p, scope=s, start=start, end=None if ln is None else start + timedelta(days=ln))
     a, b = mk("a", c1, p1, s1, d1, l1), mk("b", c2, p2, s2, d2, l2)
     assert bool(overlaps(a, [b])) == bool(overlaps(b, [a]))
+
+
+def test_two_policies_that_each_declare_overriding_the_other_still_conflict():
+    a = pol("a", {"market": "US"}, overrides=["b"])
+    b = pol("b", {"market": "US"}, overrides=["a"])
+    assert overlaps(a, [b]) == [b] and overlaps(b, [a]) == [a]
+
+
+# --------------------------------------------------------------------------- write_conflicts
+
+def _stored(*policies):
+    """An in_force lookup over fixed stored heads (one per policy_id), as the store provides."""
+    def in_force(scope, at):
+        heads = {}
+        for p in sorted(policies, key=lambda p: p.effective_from):
+            if p.scope == scope and p.effective_from <= at:
+                heads[p.policy_id] = p
+        return [p for p in heads.values() if effective_at(p, at)]
+    return in_force, [p.effective_from for p in policies]
+
+
+def test_write_conflicts_finds_a_stored_policy_that_starts_inside_the_new_range():
+    later = pol("later-us", {"market": "US"}, start=t(2026, 10, 1))
+    in_force, starts = _stored(later)
+    ((new, old, at),) = write_conflicts([US_14], in_force, starts)
+    assert (new, old, at) == (US_14, later, t(2026, 10, 1))
+
+
+def test_write_conflicts_ignores_a_version_superseded_before_the_new_policy_starts():
+    v1 = pol("returns", {}, record_id="v1")
+    v2 = pol("returns", {"market": "CA"}, start=SEPT_1, record_id="v2")
+    in_force, starts = _stored(v1, v2)
+    new = pol("returns-us", {"market": "US"}, start=SEPT_1)
+    assert write_conflicts([new], in_force, starts) == []
+    early = pol("returns-us", {"market": "US"})
+    assert [(o.record_id, at) for _, o, at in write_conflicts([early], in_force, starts)] == [("v1", t(2026, 1, 1))]
+
+
+def test_write_conflicts_overlays_the_batch_on_the_store_and_checks_it_against_itself():
+    catch_all = pol("returns", {})
+    in_force, starts = _stored(catch_all)
+    ended = pol("returns", {}, end=SEPT_1)
+    successor = pol("returns-v2", {}, start=SEPT_1)
+    assert write_conflicts([ended, successor], in_force, starts) == []
+    assert len(write_conflicts([successor], in_force, starts)) == 1  # without the ended version it clashes
+    pair = write_conflicts([US_14, ELECTRONICS_30], *_stored())
+    assert [(n.policy_id, o.policy_id) for n, o, _ in pair] == [("returns-us", "returns-electronics")]
+
+
+def test_only_the_policies_on_an_override_cycle_tie_and_the_one_they_override_loses():
+    a = pol("a", {}, overrides=["b", "base"])
+    b = pol("b", {}, overrides=["a"])
+    base = pol("base", {})
+    with pytest.raises(Escalation, match="policies a@pol_a_20260101, b@pol_b_20260101 override each other") as err:
+        resolve([base, a, b], ORDER, PLACED)
+    assert {c.policy.policy_id: c.state for c in err.value.candidates} == {"a": "tied", "b": "tied"}
+
+
+def test_a_three_way_override_cycle_escalates_naming_all_three():
+    a, b, c = pol("a", {}, overrides=["b"]), pol("b", {}, overrides=["c"]), pol("c", {}, overrides=["a"])
+    with pytest.raises(Escalation) as err:
+        resolve([a, b, c], ORDER, PLACED)
+    assert sorted(c.policy.policy_id for c in err.value.candidates) == ["a", "b", "c"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(policy_sets(), conditions_st, st.integers(0, 1), scope_st, st.integers(0, 12), st.none() | st.integers(1, 6))
+def test_write_conflicts_finds_exactly_the_pairwise_overlaps_when_each_policy_has_one_version(
+        stored, conditions, priority, scope, start_day, length):
+    start = BASE + timedelta(days=start_day)
+    new = pol("new", conditions, priority=priority, scope=scope, start=start,
+              end=None if length is None else start + timedelta(days=length))
+    in_force, starts = _stored(*stored)
+    found = {o.policy_id for _, o, _ in write_conflicts([new], in_force, starts)}
+    assert found == {p.policy_id for p in overlaps(new, stored)}
