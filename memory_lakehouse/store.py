@@ -277,7 +277,13 @@ class MemoryStore:
         """Which approved policy governs a case at world time *at*, as known at *known_at*.
 
         The facts come from the system of record (memory does not own the order). The
-        decision says which rule applies; it never authorises an action.
+        decision says which rule applies; it never authorises an action (see `authorize`).
+        Raises ``Escalation`` when the precedence rules leave a tie.
+
+        >>> # which policy applies to the Sept-5 order (as known now):
+        >>> # store.resolve_policy(order, at=sept_5, by=alice)
+        >>> # which policy did the agent know on Sept 5:
+        >>> # store.resolve_policy(order, at=sept_5, by=alice, known_at=sept_5)
         """
         at = require_aware(at, "at")
         basis = self._basis(known_at=known_at, valid_at=at)
