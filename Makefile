@@ -21,7 +21,11 @@ dev: $(VENV)/.dev-installed
 
 demo: $(VENV)/.installed
 	rm -rf $(STORE)
-	$(PY) -m memory_lakehouse.cli demo --store $(STORE)
+	$(PY) -m memory_lakehouse.cli demo --store $(STORE)/demo
+	@for s in scripts/scenario_*.py; do \
+		echo; echo "### $$s"; \
+		$(PY) $$s --store $(STORE)/$$(basename $$s .py) || exit 1; \
+	done
 
 test: $(VENV)/.dev-installed
 	$(PY) -m pytest -q

@@ -1,5 +1,8 @@
 """memory_lakehouse: bi-temporal, scoped, governed memory for AI agents on Delta Lake.
 
+The one public import path: scenario scripts, evals and the demo agent import only
+from here.
+
 >>> import memory_lakehouse as ml
 >>> sorted(ml.__all__)[:3]
 ['AuditEvent', 'Authorization', 'Basis']
@@ -7,12 +10,15 @@
 
 from .audit import AuditEvent
 from .authz import Authorization, authorize
+from .embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
 from .errors import (
     ConflictError, Escalation, LakehouseError, PermissionDenied, StaleGeneration, StoreError, ValidationError,
 )
+from .forget import ForgetReport, PurgeReport
 from .policy import Candidate, Decision
 from .records import Envelope, Episode, Fact, Note, Policy, Preference, Reference
 from .redact import Redactor
+from .replay import ReplayResult
 from .retrieve import Hit
 from .scope import Principal, Scope
 from .store import MemoryStore, open
@@ -22,8 +28,9 @@ from .write import BatchResult, WriteResult
 __version__ = "0.1.0"
 
 __all__ = [
-    "AuditEvent", "Authorization", "Basis", "BatchResult", "Candidate", "ConflictError", "Decision", "Envelope",
-    "Episode", "Escalation", "Fact", "Hit", "LakehouseError", "MemoryStore", "Note", "PermissionDenied", "Policy",
-    "Preference", "Principal", "Redactor", "Reference", "Scope", "StaleGeneration", "StoreError",
+    "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "ConflictError",
+    "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
+    "LakehouseError", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference",
+    "Principal", "PurgeReport", "Redactor", "Reference", "ReplayResult", "Scope", "StaleGeneration", "StoreError",
     "ValidationError", "WriteResult", "__version__", "authorize", "open",
 ]

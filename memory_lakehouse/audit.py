@@ -56,9 +56,21 @@ def audit_trail(lake: Lake, ledger: Ledger, principal: Principal, *, subject: Op
         if commit is not None:
             events.append(AuditEvent(kind, commit.version, commit.committed_at, commit.operation, commit.actor,
                                      commit.reason, txn, tuple(sorted(ids))))
+    seen = {(e.table, e.version) for e in events}
+    for tomb in ledger.tombstones():  # the writes of forgotten (maybe purged) rows, from the log
+        if key is not None and tomb.subject_key == key:
+            for kind in SPECS:
+                for txn in tomb.txn_ids:
+                    commit = lake.views[kind].by_txn.get(txn)
+                    if commit is not None and (kind, commit.version) not in seen:
+                        seen.add((kind, commit.version))
+                        events.append(AuditEvent(kind, commit.version, commit.committed_at, commit.operation,
+                                                 commit.actor, commit.reason, txn, ()))
     for entry in ledger.entries():
         if (key is not None and entry["subject_key"] == key) or (
                 record_id is not None and record_id in (entry["record_ids"] or ())):
             events.append(AuditEvent("ledger", -1, entry["at"], entry["op"], entry["by"], entry["reason"],
                                      entry["entry_id"], tuple(entry["record_ids"] or ())))
-    return sorted(events, key=lambda e: (e.committed_at, e.table, e.version))
+    # equal clock readings (a simulated clock) still read in causal order: writes, forget, purge
+    rank = {"forget": 1, "purge": 2}
+    return sorted(events, key=lambda e: (e.committed_at, rank.get(e.operation, 0), e.table, e.version))

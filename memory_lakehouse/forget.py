@@ -37,6 +37,7 @@ LEDGER_SCHEMA = pa.schema([
     pa.field("by", pa.string(), nullable=False),
     pa.field("reason", pa.string()),
     pa.field("scope", pa.string()),  # the steward's scope: the subtree the tombstone covers
+    pa.field("txn_ids", pa.list_(pa.string())),  # commits that wrote the hidden rows (audit after purge)
 ])
 
 LEDGER_CONFIG = {
@@ -59,6 +60,7 @@ class Tombstone:
     by: str
     reason: Optional[str]
     scope: Optional[str]
+    txn_ids: tuple[str, ...] = ()
 
     @property
     def scope_parts(self) -> tuple[Optional[str], Optional[str], Optional[str]]:
@@ -106,7 +108,7 @@ class Ledger:
     def tombstones(self) -> list[Tombstone]:
         return [
             Tombstone(e["entry_id"], e["subject_key"], e["generation"], tuple(e["record_ids"] or ()),
-                      e["at"], e["by"], e["reason"], e.get("scope"))
+                      e["at"], e["by"], e["reason"], e.get("scope"), tuple(e.get("txn_ids") or ()))
             for e in self._entries if e["op"] == "forget"
         ]
 
@@ -130,10 +132,11 @@ class Ledger:
 
     def append(self, op: str, *, subject_key: Optional[str], generation: int, record_ids: Sequence[str],
                at: datetime, by: str, reason: Optional[str], scope: Optional[str],
-               metadata: Mapping[str, str]) -> str:
+               metadata: Mapping[str, str], txn_ids: Sequence[str] = ()) -> str:
         entry_id = "led_" + uuid.uuid4().hex
         row = {"entry_id": entry_id, "op": op, "subject_key": subject_key, "generation": generation,
-               "record_ids": list(record_ids), "at": at, "by": by, "reason": reason, "scope": scope}
+               "record_ids": list(record_ids), "at": at, "by": by, "reason": reason, "scope": scope,
+               "txn_ids": sorted(set(txn_ids))}
         write_deltalake(self.uri, pa.Table.from_pylist([row], schema=LEDGER_SCHEMA), mode="append",
                         commit_properties=CommitProperties(custom_metadata=dict(metadata)),
                         storage_options=self.storage_options)
@@ -332,6 +335,8 @@ def run_purge(store, principal, *, grace, dry_run: bool) -> PurgeReport:
             values |= erased_values(lake, kind, t.column("_row"))
             for org, rid in zip(t.column("org").to_pylist(), t.column("record_id").to_pylist()):
                 erased_by_org.setdefault(org, set()).add(rid)
+    lake_rows_before = {kind: lake.all_rows(kind).take(t.column("_row")).select(["subject_key", "record_id"])
+                        for kind, t in by_kind.items()}
     before = _sizes(lake)
     files_rewritten = 0
     at = store.clock.read()
@@ -351,10 +356,18 @@ def run_purge(store, principal, *, grace, dry_run: bool) -> PurgeReport:
         with lake.maintenance_lock(kind):
             _delete_removed_files(lake, kind)
     partitions = tuple(store._purge_index(erased_by_org))
-    ledger.append("purge", subject_key=None, generation=0, record_ids=[], at=at, by=principal.id,
-                  reason=f"erased {sum(rows.values())} row(s)", scope=scope.path,
-                  metadata=commit_metadata(txn_id=new_txn_id(), committed_at=at, op="purge", actor=principal.id,
-                                           reason="purge", records=sum(rows.values())))
+    erased_keys: dict[str, list[str]] = {}
+    forgotten_keys = {t.subject_key for t in ledger.tombstones()}
+    for kind, t in by_kind.items():
+        if t.num_rows:
+            picked = lake_rows_before[kind]
+            for key, rid in zip(picked.column("subject_key").to_pylist(), picked.column("record_id").to_pylist()):
+                erased_keys.setdefault(key if key in forgotten_keys else "", []).append(rid)
+    for key, ids in sorted(erased_keys.items()):  # one entry per subject: audit(subject=) finds it
+        ledger.append("purge", subject_key=key or None, generation=0, record_ids=ids, at=at, by=principal.id,
+                      reason=f"erased {len(ids)} row(s)" + ("" if key else " past their expiry"), scope=scope.path,
+                      metadata=commit_metadata(txn_id=new_txn_id(), committed_at=at, op="purge",
+                                               actor=principal.id, reason="purge", records=len(ids)))
     after = _sizes(lake)
     leftovers: list[str] = []
     if lake.is_local:
@@ -372,9 +385,13 @@ def _levels(lake, kind: str, position: int) -> tuple[Optional[str], Optional[str
 
 
 def _sizes(lake) -> dict[str, int]:
+    """Sizes of the tables' data files (what a purge reclaims; logs and index are counted apart)."""
     if not lake.is_local:
         return {}
-    return {str(p): p.stat().st_size for p in Path(lake.root).rglob("*") if p.is_file()}
+    from .records import SPECS
+
+    return {str(p): p.stat().st_size for kind in SPECS for p in Path(lake.uri(kind)).rglob("*.parquet")
+            if "_delta_log" not in p.parts}
 
 
 def _delete_removed_files(lake, kind: str) -> None:

@@ -45,8 +45,10 @@ Plan = Literal["auto", "exact", "hnsw"]
 #: fewer than ``EXACT_FLOOR``) of an n-vector partition are allowed. Why a square root:
 #: the filtered walk re-enters Python once per visited node (~1.5 µs each), so it costs
 #: about n/allowed, while the exact scan costs about |allowed| rows; the two meet near
-#: sqrt(n). The constant is measured by ``scripts/bench_index.py`` (2 cores, random unit
-#: 384-d vectors, k=8), see `exact_scan_limit`.
+#: sqrt(n). Measured by ``scripts/bench_index.py`` (2 cores, random unit 384-d vectors,
+#: k=8): the filtered walk first wins at 12,000 allowed of 100k (38·sqrt(n)) and at 6,000
+#: of 20k (42·sqrt(n)); below that the exact scan is faster *and* exact (at 1,000 of
+#: 100k: 0.3 ms vs 25 ms). See `exact_scan_limit`.
 EXACT_SCALE = 40.0
 EXACT_FLOOR = 2048
 
@@ -128,9 +130,10 @@ class Partition:
     """One org's HNSW graph over unit vectors, with record ids for labels.
 
     Labels are assigned 0, 1, 2… in insertion order; the float32 copy of the vectors
-    (one extra copy: 150 MB at 100k x 384) serves exact scans, which hnswlib's
-    ``get_items`` is too slow for (~18 µs a row). A lock makes add and search safe to
-    call from several threads; searches run one at a time, single-threaded.
+    (one extra copy: 150 MB at 100k x 384; ~340 MB for the whole partition) serves
+    exact scans, which hnswlib's ``get_items`` is too slow for (~18 µs a row). A lock
+    makes add and search safe to call from several threads; searches run one at a
+    time, single-threaded.
 
     >>> p = Partition.create(2)
     >>> p.add(["a", "b"], np.array([[1.0, 0.0], [0.0, 1.0]]))
@@ -276,16 +279,13 @@ class Partition:
                 if allowed.dtype != bool or allowed.ndim != 1 or len(allowed) > n:
                     raise ValidationError("an allowed mask must come from Partition.mask", field="allowed")
                 mask = allowed if len(allowed) == n else np.concatenate([allowed, np.zeros(n - len(allowed), bool)])
-                count = int(np.count_nonzero(mask))
             elif allowed is not None:
                 if isinstance(allowed, str):
                     raise ValidationError("allowed must be a collection of record ids, not one str", field="allowed")
                 mask = self.mask(allowed)
-                count = int(np.count_nonzero(mask))
-                if count == n:
-                    mask = None  # the filter excludes nothing: skip the callback
-            else:
-                count = n
+            count = n if mask is None else int(np.count_nonzero(mask))
+            if count == n:
+                mask = None  # the filter excludes nothing: skip the callback
             if count == 0:
                 say(f"empty: 0 of {n} allowed")
                 return []
@@ -468,6 +468,12 @@ class PartitionedIndex:
 
     def __repr__(self) -> str:
         return f"PartitionedIndex(root={str(self.root)!r}, model={self.model!r}, dim={self.dim})"
+
+    def other_models(self) -> list[Path]:
+        """Partition folders of other embedders under the same root (stale caches)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.iterdir() if p.is_dir() and p != self.base)
 
     def orgs(self) -> list[str]:
         """Orgs with a partition on disk."""

@@ -322,9 +322,10 @@ class Retriever:
         qvec = self.embed_query(query)
         part = state.partition
         assert part is not None
-        in_index = [rid for rid in allowed if rid in part]
-        vec_hits = part.search(qvec, min(depth, len(in_index)), allowed=in_index, trace=self.trace) if in_index else []
-        outside = [rid for rid in allowed if rid not in part]
+        mask = part.mask(allowed)  # one id->label pass; reused by the walk
+        in_index = int(np.count_nonzero(mask))
+        vec_hits = part.search(qvec, min(depth, in_index), allowed=mask, trace=self.trace) if in_index else []
+        outside = [rid for rid in allowed if rid not in part] if in_index < len(allowed) else []
         if outside:  # visible but not indexed (e.g. an index another process is still building)
             texts = [candidates[rid]["search_text"] for rid in outside]
             vec_hits += exact_search(qvec, self.embedder.embed(texts), outside, min(depth, len(outside)))
@@ -335,9 +336,9 @@ class Retriever:
         bstate = self._bm25(org)
         assert bstate.bm25 is not None and bstate.bm25_ids is not None
         positions = np.fromiter((bstate.bm25_ids.get(rid, -1) for rid in allowed), dtype=np.int64)
-        mask = np.zeros(bstate.bm25.size, dtype=bool)
-        mask[positions[positions >= 0]] = True
-        scores = bstate.bm25.scores(query, mask)
+        lexical_mask = np.zeros(bstate.bm25.size, dtype=bool)
+        lexical_mask[positions[positions >= 0]] = True
+        scores = bstate.bm25.scores(query, lexical_mask)
         order = np.argsort(-scores)[:depth]
         inverse = {i: rid for rid, i in bstate.bm25_ids.items()}
         lists["bm25"] = [(inverse[int(i)], float(scores[i])) for i in order if scores[i] > 0]

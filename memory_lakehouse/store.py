@@ -7,6 +7,7 @@ each call to the one module that owns the concept.
 from __future__ import annotations
 
 import os
+import shutil
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -363,8 +364,12 @@ class MemoryStore:
         clean_reason = self.writer.redactor.redact(reason)[0]
         meta = commit_metadata(txn_id=new_txn_id(), committed_at=at, op="forget", actor=by.id, reason=clean_reason,
                                records=len(ids))
+        wanted = set(ids)
+        txns = {txn for kind in SPECS for rid, txn in zip(self.lake.known_rows(kind).column("record_id").to_pylist(),
+                                                           self.lake.known_rows(kind).column("txn_id").to_pylist())
+                if rid in wanted}
         entry = self.ledger.append("forget", subject_key=key, generation=generation, record_ids=ids, at=at,
-                                   by=by.id, reason=clean_reason, scope=by.scope.path, metadata=meta)
+                                   by=by.id, reason=clean_reason, scope=by.scope.path, metadata=meta, txn_ids=txns)
         self.vis.set_forgotten(self.ledger.forgotten())
         return ForgetReport(key, generation, tuple(ids), at, entry, by.scope.path)
 
@@ -388,6 +393,9 @@ class MemoryStore:
         orgs = [org for org in self.retriever.index.orgs()
                 if org in erased_by_org or self._partition_holds_gone_rows(org)]
         rebuilt = self.retriever.rebuild(orgs, drop=erased_by_org)
+        if erased_by_org:  # partitions of other embedders are caches too, and hold the erased vectors
+            for stale in self.retriever.index.other_models():
+                shutil.rmtree(stale, ignore_errors=True)
         self.retriever.clear_caches()
         return rebuilt
 

@@ -345,3 +345,34 @@ def test_save_failures_are_store_errors(tmp_path):
     blocker.write_text("not a directory")
     with pytest.raises(StoreError):
         part.save(blocker / "p", IndexTag(MODEL, DIM, {}, 5))
+
+
+def test_the_default_planner_scans_exactly_up_to_about_forty_sqrt_n(five_thousand):
+    from memory_lakehouse.index import exact_scan_limit
+
+    part, rids, _ = five_thousand
+    assert exact_scan_limit(100_000) == 12649 and exact_scan_limit(100) == 2048
+    assert part.exact_limit() == exact_scan_limit(5000) == 2828
+    q = unit(1, 64, seed=4)[0]
+    lines: list[str] = []
+    part.search(q, 8, allowed=set(rids[:2828]), trace=lines.append)
+    part.search(q, 8, allowed=set(rids[:2829]), trace=lines.append)
+    assert lines == ["exact scan over 2828 allowed", "hnsw ef=64, filter 2829 allowed"]
+
+
+@pytest.mark.parametrize("every", [2, 3, 10, 50])  # dense masks scan all rows, sparse ones gather
+def test_exact_scans_match_exact_search_on_the_allowed_rows(five_thousand, every):
+    part, rids, vecs = five_thousand
+    keep = list(range(0, len(rids), every))
+    q = unit(1, 64, seed=every)[0]
+    got = part.search(q, 12, allowed={rids[i] for i in keep}, plan="exact")
+    want = exact_search(q, vecs[keep], [rids[i] for i in keep], 12)
+    assert [r for r, _ in got] == [r for r, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
+
+
+def test_vectors_of_returns_the_stored_unit_vectors():
+    part, rids, vecs = built(20)
+    np.testing.assert_allclose(part.vectors_of([rids[3], rids[1]]), vecs[[3, 1]], atol=1e-6)
+    with pytest.raises(ValidationError):
+        part.vectors_of(["missing"])
