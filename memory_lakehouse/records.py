@@ -21,8 +21,10 @@ index read these specs instead of re-stating the rules.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
+import os
 import uuid
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
@@ -52,9 +54,11 @@ TS = pa.timestamp("us", tz="UTC")
 
 
 def new_record_id(kind: str) -> str:
-    return f"{kind[:3]}_{uuid.uuid4().hex}"
+    """``fac_`` + 128 random bits: the kind is readable from the id, nothing else is."""
+    return f"{kind[:3]}_{os.urandom(16).hex()}"
 
 
+@functools.lru_cache(maxsize=65536)
 def subject_key(subject: str) -> str:
     """A stable, non-reversible key for a subject: what the ledger and stats may hold."""
     return hashlib.sha256(b"memlake-subject\x00" + subject.strip().casefold().encode()).hexdigest()

@@ -38,6 +38,12 @@ SECRET_KINDS: tuple[str, ...] = (
 )
 
 
+def _scoped(pattern: str) -> str:
+    """Move a leading global flag like ``(?i)`` into a scoped group so patterns can be joined."""
+    match = re.match(r"^\(\?([aiLmsux]+)\)", pattern)
+    return f"(?{match.group(1)}:{pattern[match.end():]})" if match else pattern
+
+
 def _luhn_ok(digits: str) -> bool:
     nums = [int(c) for c in digits if c.isdigit()]
     if not 13 <= len(nums) <= 19:
@@ -66,31 +72,35 @@ class Redactor:
         kinds = list(SECRET_KINDS) + (["email"] if self.emails else [])
         patterns = {k: _PATTERNS[k] for k in kinds}
         patterns.update(self.extra)
-        self._compiled: list[tuple[str, Pattern[str]]] = [(k, re.compile(p)) for k, p in patterns.items()]
-        # one cheap pre-check so clean text (the common case) costs a single scan
-        self._quick = re.compile(r"BEGIN|Bearer|eyJ|AKIA|ASIA|sk[-_]|pk[-_]|rk[-_]|gh[pousr]_|xox|AIza|\d{4}|@|"
-                                 r"(?i:key|secret|passw|token)" + "".join(f"|{p}" for p in self.extra.values()))
+        for name in patterns:
+            if not name.isidentifier():
+                raise ValueError(f"redaction pattern name {name!r} must be an identifier")
+        # one alternation, one scan per text: leftmost match wins, earlier kinds first at a tie
+        self._combined: Pattern[str] = re.compile(
+            "|".join(f"(?P<{name}>{_scoped(pattern)})" for name, pattern in patterns.items()))
+        # a cheap first look so clean text (the common case) costs one fast scan; every
+        # built-in pattern needs one of these substrings to match at all
+        triggers = [r"BEGIN", r"Bearer", r"eyJ", r"AKIA", r"ASIA", r"[spr]k[-_]", r"gh[pousr]_", r"xox",
+                    r"AIza", r"(?i:key|secret|passw|token)", r"\d{4}[ -]?\d{4}"]
+        if self.emails:
+            triggers.append("@")
+        self._quick: Optional[Pattern[str]] = None if self.extra else re.compile("|".join(triggers))
 
     def redact(self, text: str) -> tuple[str, tuple[str, ...]]:
         """Return the cleaned text and the kinds of what was removed."""
-        if not text or not self._quick.search(text):
+        if not text or (self._quick is not None and not self._quick.search(text)):
             return text, ()
         found: list[str] = []
-        for kind, pattern in self._compiled:
-            if kind == "card_number":
-                text = pattern.sub(lambda m: self._card(m, found), text)
-            else:
-                text, n = pattern.subn(f"[REDACTED:{kind}]", text)
-                if n:
-                    found.append(kind)
-        return text, tuple(dict.fromkeys(found))
 
-    @staticmethod
-    def _card(match: "re.Match[str]", found: list[str]) -> str:
-        if _luhn_ok(match.group(0)):
-            found.append("card_number")
-            return "[REDACTED:card_number]"
-        return match.group(0)
+        def replace(match: "re.Match[str]") -> str:
+            kind = match.lastgroup or "secret"
+            if kind == "card_number" and not _luhn_ok(match.group(0)):
+                return match.group(0)
+            found.append(kind)
+            return f"[REDACTED:{kind}]"
+
+        cleaned = self._combined.sub(replace, text)
+        return cleaned, tuple(dict.fromkeys(found))
 
     def findings(self, text: str) -> tuple[str, ...]:
         return self.redact(text)[1]
