@@ -26,7 +26,7 @@ import os
 import threading
 from contextlib import contextmanager
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Optional
@@ -142,6 +142,7 @@ class TableView:
     by_txn: dict[str, Commit] = field(default_factory=dict)
     epoch: int = 0
     chunks: list[pa.Table] = field(default_factory=list)
+    high_water: Optional[datetime] = None  # the latest system time of a memory commit so far
 
 
 class Lake:
@@ -161,6 +162,7 @@ class Lake:
         self._known: Optional[dict[str, pa.Table]] = None  # kind -> rows joined with system time
         self.generation = 0  # bumps whenever any view changes; caches key on it
         self._pending: set[str] = set()  # kinds holding rows of incomplete transactions
+        self._log_dirs: dict[str, str] = {}
         self._open_tables(create)
         self.refresh(force=True)
 
@@ -211,10 +213,9 @@ class Lake:
         """Cheap probe for a newer commit: one stat() on a local store, else None (ask Delta)."""
         if not self.is_local:
             return None
-        view = self.views[table]
-        v = view.version
-        log = Path(self.uri(table)) / "_delta_log"
-        while (log / f"{v + 1:020d}.json").exists():
+        v = self.views[table].version
+        log = self._log_dirs.get(table) or self._log_dirs.setdefault(table, os.path.join(self.uri(table), "_delta_log"))
+        while os.path.exists(f"{log}/{v + 1:020d}.json"):
             v += 1
         return v
 
@@ -289,7 +290,8 @@ class Lake:
         version = dt.version()
         if version == view.version:
             return False
-        for entry in dt.history(None if view.version < 0 else version - view.version):
+        history = dt.history(None if view.version < 0 else version - view.version)
+        for entry in sorted(history, key=lambda e: int(e["version"])):
             if int(entry["version"]) > view.version:
                 self._record_commit(view, _parse_commit(kind, entry))
         adds = pa.table(dt.get_add_actions(flatten=False))
@@ -312,6 +314,16 @@ class Lake:
         return True
 
     def _record_commit(self, view: TableView, commit: Commit) -> None:
+        """Record a commit; call in version order.
+
+        System time never runs backwards along a table's versions: a writer whose clock
+        lagged (another process, or a commit that landed after a retry) is known from the
+        latest reading before it, so an as-of read always sees a prefix of the versions.
+        """
+        if commit.is_memory:
+            if view.high_water is not None and commit.committed_at < view.high_water:
+                commit = replace(commit, committed_at=view.high_water)
+            view.high_water = commit.committed_at
         view.commits[commit.version] = commit
         if commit.txn_id:
             view.by_txn.setdefault(commit.txn_id, commit)
@@ -350,12 +362,22 @@ class Lake:
         """A transaction counts only when every table it wrote to has its part."""
         return all(commit.txn_id in self.views[k].by_txn for k in commit.kinds if k in self.views)
 
+    def txn_known_since(self, txn_id: str) -> Optional[datetime]:
+        """System time of a transaction this store has read back (None if it has not)."""
+        commit = next((v.by_txn[txn_id] for v in self.views.values() if txn_id in v.by_txn), None)
+        return self._txn_time(commit) if commit is not None else None
+
+    def _txn_time(self, commit: Commit) -> datetime:
+        """A complete transaction is known once its last part is: all its rows become visible together."""
+        parts = [self.views[k].by_txn.get(commit.txn_id) for k in commit.kinds if k in self.views]
+        return max([commit.committed_at] + [p.committed_at for p in parts if p is not None])
+
     def _with_system_time(self, kind: str, rows: pa.Table) -> pa.Table:
         """Attach each row's system time (from its commit) and its actor key."""
         view = self.views[kind]
         txn_ids = [t for t in pc.unique(rows.column("txn_id")).to_pylist() if t is not None]
         commits = [view.by_txn.get(t) for t in txn_ids]
-        known = [c.committed_at if c is not None and c.is_memory and self._complete(c) else None for c in commits]
+        known = [self._txn_time(c) if c is not None and c.is_memory and self._complete(c) else None for c in commits]
         versions = [c.version if k is not None else None for c, k in zip(commits, known)]
         idx = pc.index_in(rows.column("txn_id"), value_set=pa.array(txn_ids, pa.string()))
         rows = rows.append_column("known_since", pc.take(pa.array(known, TS), idx))

@@ -35,7 +35,7 @@ from .errors import ValidationError
 from .lake import Lake
 from .records import SPECS, subject_key
 from .scope import Principal
-from .time import Basis
+from .time import Basis, require_aware
 
 Tracer = Callable[[str, Mapping[str, Any]], None]
 
@@ -104,6 +104,23 @@ def bases_table(reads: Sequence[tuple[str, Principal, Basis, Optional[str]]]) ->
         "actor": pa.array([r[1].scope.actor for r in reads], pa.string()),
         "subject_key": pa.array([subject_key(r[3]) if r[3] is not None else None for r in reads], pa.string()),
     })
+
+
+def _filter_value(kind: str, col: str, value: Any) -> Any:
+    """Check a filter value against its column's type, so a bad one is a ValidationError, not a SQL error."""
+    if value is None:
+        return None
+    column_type = SPECS[kind].schema.field(col).type
+    try:
+        if pa.types.is_timestamp(column_type):
+            return require_aware(value, f"filters[{col!r}]")
+        if pa.types.is_list(column_type) and not isinstance(value, (list, tuple)):
+            raise TypeError("a list column needs a list")
+        pa.scalar(value, type=column_type)
+    except (ValidationError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+        raise ValidationError(f"filter {col!r} on {kind} needs a {column_type} value, got {value!r}",
+                              field="filters") from exc
+    return value
 
 
 class Visibility:
@@ -209,14 +226,17 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         return self.con.sql(sql, params=dict(params)).to_arrow_table()
 
     def _take(self, kind: str, positions: pa.Array, columns: Optional[Sequence[str]] = None) -> pa.Table:
-        """Rows from the Arrow snapshot (all columns, or just *columns*), plus their search text."""
+        """Rows from the Arrow snapshot: every stored column, or just *columns*.
+
+        ``search_text`` (what ranking reads) is computed only when asked for by name.
+        """
         rows = self.lake.all_rows(kind)
         if columns is not None:
             wanted = [c for c in columns if c != "search_text"]
             source = [c for c in SPECS[kind].text_parts if c in rows.column_names] if "search_text" in columns else []
             rows = rows.select(list(dict.fromkeys(wanted + source)))
         rows = rows.take(positions)
-        if columns is None or "search_text" in columns:
+        if columns is not None and "search_text" in columns:
             rows = rows.append_column("search_text", SPECS[kind].search_text(rows))
         return rows if columns is None else rows.select(list(columns))
 
@@ -260,7 +280,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
 
         *bases* has columns ``decision_id, known_at, valid_at, org, division, team,
         actor, subject_key`` (see `bases_table`). The result holds the visible rows with
-        the ``decision_id`` each is visible to, its ``scope_depth`` and ``search_text``.
+        the ``decision_id`` each is visible to and its ``scope_depth``.
         A single read is a one-row *bases*. *columns* narrows what is taken from the
         snapshot (recall needs only ids to build its filter mask).
         """
@@ -273,6 +293,11 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             self.con.register("bases", bases)
             params: dict[str, Any] = {}
             where = ["NOT r.hidden"]
+            keys = pc.unique(bases.column("subject_key")).to_pylist()
+            if len(keys) == 1 and keys[0] is not None:
+                # every basis names the same subject: filter the scan itself, not only the join
+                params["subject_key"] = keys[0]
+                where.append("r.subject_key = $subject_key")
             for i, (col, value) in enumerate(sorted((filters or {}).items())):
                 if col not in filterable or col in ("org", "division", "team", "actor"):
                     raise ValidationError(
@@ -280,7 +305,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                         f"{', '.join(sorted(filterable - {'org', 'division', 'team', 'actor'}))}",
                         field="filters",
                     )
-                params[f"f{i}"] = value
+                params[f"f{i}"] = _filter_value(kind, col, value)
                 where.append(f"r.{col} IS NOT DISTINCT FROM $f{i}" if value is None else f"r.{col} = $f{i}")
             status = "proposed" if include_proposals else "active"
             head = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth "
@@ -344,4 +369,5 @@ ORDER BY valid_from, known_since, commit_version, _row
             hits = self.execute(
                 f"SELECT _row FROM {table} WHERE record_id IN (SELECT unnest($ids)) AND known_since IS NOT NULL"
                 " AND NOT hidden ORDER BY _row", {"ids": list(record_ids)})
-            return self._take(kind, hits.column("_row"))
+            rows = self._take(kind, hits.column("_row"))
+            return rows.append_column("search_text", SPECS[kind].search_text(rows))

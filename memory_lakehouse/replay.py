@@ -102,7 +102,8 @@ def replay(vis: Visibility, decisions: Sequence[Decision], *, kinds: Sequence[st
         else:
             bases = bases_table([(d.decision_id, d.principal, Basis(d.decided_at, d.decided_at), d.subject)
                                  for d in decisions])
-            rows = vis.visible(kind, bases)
+            rows = vis.visible(kind, bases, columns=[c for c in VISIBLE_COLUMNS
+                                                     if c not in ("decision_id", "kind", "decided_at")])
         rows = rows.append_column("kind", pa.array([kind] * rows.num_rows, pa.string()))
         rows = rows.select([c for c in VISIBLE_COLUMNS if c != "decided_at"]).join(decided, "decision_id")
         parts.append(rows.select(VISIBLE_COLUMNS))
