@@ -7,6 +7,7 @@ each call to the one module that owns the concept.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from dataclasses import replace
@@ -23,7 +24,7 @@ from .records import (
     SPECS, Envelope, Fact, Policy, check_kinds, kind_of_record_id, record_from_row, subject_key,
 )
 from .redact import Redactor
-from .retrieve import Hit, Retriever, context_block
+from .retrieve import SIGNALS, Hit, Retriever, context_block
 from .scope import Principal, Scope
 from .time import Basis, Clock, StoreClock, require_aware, resolve_basis
 from .write import BatchResult, Writer, WriteResult
@@ -38,8 +39,15 @@ def open(  # noqa: A001 - the public name of API.md
     embedder: Any = None,
     redactor: Optional[Redactor] = None,
     create: bool = True,
+    purge_on_open: Optional[Principal] = None,
 ) -> "MemoryStore":
     """Create or open a memory store at a local path or an object-store URI.
+
+    The deletion ledger is read before anything is served, so a store restored from a
+    backup older than a forget never serves the forgotten subject. With
+    ``purge_on_open=steward`` the restored store's bytes of every forgotten subject are
+    also erased before `open` returns (a purge of forgotten rows only; expired memory
+    waits for an explicit `purge`). Without it, the next `purge` erases them.
 
     >>> import tempfile, memory_lakehouse as ml
     >>> store = ml.open(tempfile.mkdtemp())
@@ -47,7 +55,7 @@ def open(  # noqa: A001 - the public name of API.md
     True
     """
     return MemoryStore(str(uri), storage_options=storage_options, ledger_uri=ledger_uri, clock=clock,
-                       embedder=embedder, redactor=redactor, create=create)
+                       embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open)
 
 
 class MemoryStore:
@@ -55,7 +63,8 @@ class MemoryStore:
 
     def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None,
                  ledger_uri: Optional[str] = None, clock: Optional[Clock] = None, embedder: Any = None,
-                 redactor: Optional[Redactor] = None, create: bool = True) -> None:
+                 redactor: Optional[Redactor] = None, create: bool = True,
+                 purge_on_open: Optional[Principal] = None) -> None:
         self.clock = StoreClock(clock)
         self.lake = Lake(uri, storage_options=storage_options, clock=self.clock, create=create)
         self.root = self.lake.root
@@ -65,16 +74,26 @@ class MemoryStore:
         self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations)
         self.writer.checks["policy"] = [self._check_policy_write]
         self.retriever = Retriever(self.vis, embedder)
+        if purge_on_open is not None:  # replay the ledger's forgets physically before serving
+            from .forget import run_purge
+
+            by = self._principal(purge_on_open)
+            by.check_steward(by.scope, "purge")
+            run_purge(self, by, grace=timedelta(0), dry_run=False, expired=False)
 
     # ------------------------------------------------------------------ plumbing
 
     def _basis(self, as_of=None, known_at=None, valid_at=None) -> Basis:
         self._sync_ledger()
+        self.lake.refresh()  # "now" must not be earlier than a commit another process already made
         return resolve_basis(self.clock.peek(), as_of=as_of, known_at=known_at, valid_at=valid_at)
 
     def _sync_ledger(self) -> None:
         if self.ledger.refresh():
             self.vis.set_forgotten(self.ledger.forgotten())
+            # a forget or purge elsewhere: drop in-memory index partitions, or a later save
+            # of this process's partition would write erased vectors back to disk
+            self.retriever.clear_caches()
 
     def _generations(self, keys):
         self._sync_ledger()
@@ -187,13 +206,15 @@ class MemoryStore:
     def recall(self, query: str, *, by: Principal, subject: Optional[str] = None,
                kinds: Optional[Sequence[str]] = None, k: int = 8, filters: Optional[dict] = None,
                as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
-               valid_at: Optional[datetime] = None) -> list[Hit]:
+               valid_at: Optional[datetime] = None, signals: Optional[Sequence[str]] = None) -> list[Hit]:
         """Fuzzy recall: the visibility filter first (inside the vector search), then hybrid ranking.
 
         Returns up to *k* hits, each with ``score`` (fused) and ``why`` (scope, which
         signal matched, what it superseded). ``filters`` are exact matches on record
         columns and only narrow what is visible; a filter naming a column a kind lacks
         excludes that kind. Always *k* hits when *k* visible records exist.
+        ``signals`` (for evaluation and diagnosis) ranks by ``("vector",)`` or
+        ``("bm25",)`` alone; None fuses both. What is visible does not change.
 
         >>> # store.recall("can I invite 50 members?", by=alice, subject="user:42")[0].record.value
         """
@@ -201,7 +222,8 @@ class MemoryStore:
             raise ValidationError("k must be a positive integer", field="k")
         basis = self._basis(as_of, known_at, valid_at)
         return self.retriever.recall(str(query), self._principal(by), basis, kinds=check_kinds(kinds),
-                                     subject=subject, k=k, filters=filters)
+                                     subject=subject, k=k, filters=filters,
+                                     signals=SIGNALS if signals is None else signals)
 
     def context(self, query: str, *, by: Principal, budget_tokens: int = 800, subject: Optional[str] = None,
                 kinds: Optional[Sequence[str]] = None, k: int = 20, as_of: Optional[datetime] = None,
@@ -361,7 +383,9 @@ class MemoryStore:
         ids = records_to_forget(self.lake, key, by.scope)
         generation = self.ledger.generations([key]).get(key, 0) + 1
         at = self.clock.read()
-        clean_reason = self.writer.redactor.redact(reason)[0]
+        # the ledger outlives the purge and holds no content: not even the subject's name
+        clean_reason = re.sub(re.escape(subject.strip()), "<subject>", self.writer.redactor.redact(reason)[0],
+                              flags=re.IGNORECASE)
         meta = commit_metadata(txn_id=new_txn_id(), committed_at=at, op="forget", actor=by.id, reason=clean_reason,
                                records=len(ids))
         wanted = set(ids)
@@ -393,18 +417,28 @@ class MemoryStore:
         orgs = [org for org in self.retriever.index.orgs()
                 if org in erased_by_org or self._partition_holds_gone_rows(org)]
         rebuilt = self.retriever.rebuild(orgs, drop=erased_by_org)
-        if erased_by_org:  # partitions of other embedders are caches too, and hold the erased vectors
+        if erased_by_org or rebuilt:  # partitions of other embedders are caches too, and hold the erased vectors
             for stale in self.retriever.index.other_models():
                 shutil.rmtree(stale, ignore_errors=True)
         self.retriever.clear_caches()
         return rebuilt
 
     def _partition_holds_gone_rows(self, org: str) -> bool:
-        """After an interrupted purge a partition may still hold rows the store no longer has."""
+        """After an interrupted purge a partition may still hold rows the store no longer has
+        (forgotten ones, or expired ones the interrupted run erased)."""
+        import pyarrow.compute as pc
+
         part = self.retriever.index.partition(org)
         if part is None:
             return False
-        return any(rid in part for rid in self.vis.forgotten.record_ids)
+        if any(rid in part for rid in self.vis.forgotten.record_ids):
+            return True
+        held = 0
+        for kind in SPECS:
+            rows = self.lake.all_rows(kind)
+            held += sum(rid in part for rid in rows.filter(pc.equal(rows.column("org"), org))
+                        .column("record_id").to_pylist())
+        return held < len(part)
 
     def audit(self, *, by: Principal, subject: Optional[str] = None,
               record_id: Optional[str] = None) -> list[AuditEvent]:
