@@ -118,14 +118,8 @@ class Envelope:
 
 
 @dataclass(frozen=True)
-class Fact(Envelope):
-    """A slowly changing attribute of a subject; a new value supersedes the old one.
-
-    >>> from datetime import datetime, timezone
-    >>> Fact("user:42", "plan", "Enterprise Pro", datetime(2026, 10, 4, tzinfo=timezone.utc),
-    ...      source="user_explicit").attribute
-    'plan'
-    """
+class _AttributeRecord(Envelope):
+    """A value of one attribute of a subject over a valid interval (facts and preferences)."""
 
     subject: str
     attribute: str
@@ -133,7 +127,6 @@ class Fact(Envelope):
     valid_from: datetime
     _: KW_ONLY
     valid_to: Optional[datetime] = None
-    kind: ClassVar[str] = "fact"
 
     def _subject(self) -> str:
         return self.subject
@@ -146,26 +139,24 @@ class Fact(Envelope):
 
 
 @dataclass(frozen=True)
-class Preference(Envelope):
+class Fact(_AttributeRecord):
+    """A slowly changing attribute of a subject; a new value supersedes the old one.
+
+    >>> from datetime import datetime, timezone
+    >>> Fact("user:42", "plan", "Enterprise Pro", datetime(2026, 10, 4, tzinfo=timezone.utc),
+    ...      source="user_explicit").attribute
+    'plan'
+    """
+
+    kind: ClassVar[str] = "fact"
+
+
+@dataclass(frozen=True)
+class Preference(_AttributeRecord):
     """A stated preference; it expires (``ttl``, default 180 days) and conflicts supersede."""
 
-    subject: str
-    attribute: str
-    value: Any
-    valid_from: datetime
-    _: KW_ONLY
-    valid_to: Optional[datetime] = None
-    ttl: Optional[timedelta] = PREFERENCE_TTL
+    ttl: Optional[timedelta] = field(default=PREFERENCE_TTL, kw_only=True)
     kind: ClassVar[str] = "preference"
-
-    def _subject(self) -> str:
-        return self.subject
-
-    def _valid_from(self) -> Optional[datetime]:
-        return self.valid_from
-
-    def _valid_to(self) -> Optional[datetime]:
-        return self.valid_to
 
 
 @dataclass(frozen=True)
