@@ -102,6 +102,7 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 
 _MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 _VOCAB = ("data", "vocab.txt")
+_VOCAB_SIZE = 30522
 
 
 def _build_tokenizer(max_tokens: int | None) -> "tokenizers.Tokenizer":
@@ -110,10 +111,16 @@ def _build_tokenizer(max_tokens: int | None) -> "tokenizers.Tokenizer":
 
     resource = importlib.resources.files(__package__).joinpath(*_VOCAB)
     try:
+        # Split on "\n" only: a token id is its line number, and some tokens are
+        # characters that str.splitlines() would also split on.
         lines = resource.read_text(encoding="utf-8").split("\n")
     except OSError as exc:
         raise StoreError(f"the tokenizer vocabulary {'/'.join(_VOCAB)} is missing: {exc}") from exc
-    vocab = {tok: i for i, tok in enumerate(t for t in lines if t)}
+    if lines and lines[-1] == "":
+        lines.pop()
+    vocab = {tok: i for i, tok in enumerate(lines)}
+    if len(vocab) != _VOCAB_SIZE:
+        raise StoreError(f"the tokenizer vocabulary has {len(vocab)} tokens, expected {_VOCAB_SIZE}")
     tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
     tok.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
@@ -137,6 +144,11 @@ class MiniLMEmbedder:
     space of their own: hence a name of their own. Nothing loads until the first
     `embed` (or `count_tokens`); one instance may be shared by threads.
 
+    Texts are sorted by length and run `batch_size` at a time, each run padded to its
+    longest text. Small runs win on a 2-core CPU: int8 matmuls gain little from a
+    bigger batch, while a 64-text run pads every short text to the longest one
+    (measured: 16 per run embeds twice as many short sentences a second as 64).
+
     >>> e = MiniLMEmbedder()
     >>> e.embed(["How do I reset my password?"]).shape
     (1, 384)
@@ -145,7 +157,7 @@ class MiniLMEmbedder:
     name = "all-MiniLM-L6-v2-int8"
     dim = 384
 
-    def __init__(self, *, batch_size: int = 64, threads: int | None = None) -> None:
+    def __init__(self, *, batch_size: int = 16, threads: int | None = None) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValidationError(f"batch_size must be a positive int, got {batch_size!r}", field="batch_size")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
@@ -196,6 +208,9 @@ class MiniLMEmbedder:
             opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             opts.log_severity_level = 3
+            # Idle worker threads sleep instead of spinning: this runs inside an app
+            # (and next to DuckDB) whose CPU it should not burn between calls.
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
             try:
                 session = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
             except Exception as exc:  # onnxruntime raises its own unrelated types
