@@ -233,8 +233,8 @@ class PurgeReport:
 MIN_CANARY = 8
 
 
-def purge_targets(vis, *, now: datetime, grace) -> dict[str, "pa.Table"]:
-    """Rows to erase per kind: forgotten (ledger) and past their expiry plus *grace*."""
+def purge_targets(vis, *, now: datetime, grace, expired: bool = True) -> dict[str, "pa.Table"]:
+    """Rows to erase per kind: forgotten (ledger) and, with *expired*, past their expiry plus *grace*."""
     from .records import SPECS
 
     out = {}
@@ -244,7 +244,7 @@ def purge_targets(vis, *, now: datetime, grace) -> dict[str, "pa.Table"]:
         for kind in SPECS:
             table = vis._register(kind)
             expiring = "status <> 'retracted' AND expires_at IS NOT NULL AND expires_at <= $cutoff"
-            if kind not in ("note", "preference", "episode"):
+            if not expired or kind not in ("note", "preference", "episode"):
                 expiring = "FALSE"
             out[kind] = vis.execute(
                 f"SELECT _row, record_id, org, hidden, ({expiring}) AS expired FROM {table} "
@@ -254,12 +254,17 @@ def purge_targets(vis, *, now: datetime, grace) -> dict[str, "pa.Table"]:
 
 def erased_values(lake, kind: str, positions) -> set[str]:
     """The distinctive text of rows about to be erased: what verification must not find."""
+    return _text_values(kind, lake.all_rows(kind).take(positions))
+
+
+def _text_values(kind: str, rows: pa.Table) -> set[str]:
     from .records import SPECS
 
-    rows = lake.all_rows(kind).take(positions)
     names = ["subject", "evidence", "reason"] + [f.name for f in SPECS[kind].columns if f.type == pa.string()]
     values: set[str] = set()
     for name in names:
+        if name not in rows.column_names:
+            continue
         for value in rows.column(name).to_pylist():
             if isinstance(value, str):
                 text = value.strip('"')
@@ -268,38 +273,67 @@ def erased_values(lake, kind: str, positions) -> set[str]:
     return values
 
 
-def scan_for(root: Path, values: set[str], *, skip: Sequence[str] = ()) -> list[str]:
-    """Files under *root* that still hold any of *values*: raw bytes, and decoded parquet."""
+def _string_leaves(array) -> Iterable["pa.Array"]:
+    """Every string array inside an Arrow array, nested ones included (checkpoints are structs)."""
+    import pyarrow.compute as pc
+
+    t = array.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        yield array
+    elif pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            yield from _string_leaves(pc.struct_field(array, i))
+    elif pa.types.is_map(t):
+        yield from _string_leaves(array.keys)
+        yield from _string_leaves(array.items)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        yield from _string_leaves(pc.list_flatten(array))
+
+
+#: Index payloads: float32 vectors and HNSW links, never text. The byte scan skips them
+#: (they are most of a large store's bytes); `index_holding` checks them by record id.
+VECTOR_FILES = (".npy", ".hnsw")
+
+
+def scan_for(root: Path, values: set[str], *, skip: Sequence[str] = (),
+             skip_suffixes: Sequence[str] = ()) -> list[str]:
+    """Files under *root* that still hold any of *values*: raw bytes, and decoded parquet
+    (pages may be compressed; nested columns are walked)."""
+    import re
+
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     if not values:
         return []
-    needles = [v.encode() for v in values]
+    # one pass per file for every value (a regex alternation beats one `in` per value)
+    needles = re.compile(b"|".join(re.escape(v.encode()) for v in sorted(values, key=len, reverse=True)))
+    wanted = pa.array(sorted(values), pa.string())
     found = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        if any(str(path).startswith(s) for s in skip):
+        if any(str(path).startswith(s) for s in skip) or path.suffix in skip_suffixes:
             continue
         data = path.read_bytes()
-        hit = any(n in data for n in needles)
+        hit = needles.search(data) is not None
         if not hit and path.suffix == ".parquet":
             table = pq.read_table(path)
-            for col in table.columns:
-                if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-                    if values.intersection(v.strip('"') for v in col.to_pylist() if isinstance(v, str)):
-                        hit = True
-                        break
+            hit = any(pc.any(pc.is_in(pc.utf8_trim(leaf.cast(pa.string()), characters='"'), value_set=wanted)).as_py()
+                      for col in table.columns for leaf in _string_leaves(col.combine_chunks()))
         if hit:
             found.append(str(path.relative_to(root)))
     return found
 
 
-def run_purge(store, principal, *, grace, dry_run: bool) -> PurgeReport:
+def run_purge(store, principal, *, grace, dry_run: bool, expired: bool = True) -> PurgeReport:
     """Physical erasure: rewrite files without forgotten/expired rows, delete the old files,
     rebuild affected index partitions, reload snapshots, then verify by scanning bytes.
 
     Safe to re-run: an interrupted purge leaves the tombstones in place (nothing is
-    served) and the next purge finishes the job, including deleting files an earlier
-    purge removed from the table but did not get to delete.
+    served) and the next purge finishes the job: it deletes the files an earlier purge
+    removed from a table but did not get to delete (and verifies their values are gone),
+    rebuilds partitions that still hold erased rows, and records in the ledger what the
+    interrupted run erased but did not get to record. ``expired=False`` erases forgotten
+    rows only (the ledger replay of `open(..., purge_on_open=)`).
     """
     import time as _time
 
@@ -311,10 +345,10 @@ def run_purge(store, principal, *, grace, dry_run: bool) -> PurgeReport:
     started = _time.perf_counter()
     lake, vis, ledger = store.lake, store.vis, store.ledger
     now = store.clock.peek()
-    targets = purge_targets(vis, now=now, grace=grace)
+    targets = purge_targets(vis, now=now, grace=grace, expired=expired)
     scope = principal.scope
     rows: dict[str, int] = {}
-    expired = 0
+    expired_rows = 0
     by_kind: dict[str, pa.Table] = {}
     for kind, t in targets.items():
         inside = [scope.contains(Scope(r["org"], *_levels(lake, kind, r["_row"])))
@@ -322,21 +356,22 @@ def run_purge(store, principal, *, grace, dry_run: bool) -> PurgeReport:
         t = t.filter(pa.array(inside, pa.bool_())) if t.num_rows else t
         by_kind[kind] = t
         rows[kind] = t.num_rows
-        expired += int(pc.sum(pc.and_(t.column("expired"), pc.invert(t.column("hidden")))).as_py() or 0) \
+        expired_rows += int(pc.sum(pc.and_(t.column("expired"), pc.invert(t.column("hidden")))).as_py() or 0) \
             if t.num_rows else 0
     subjects = len({tb.subject_key for tb in ledger.tombstones()})
     if dry_run:
-        return PurgeReport(True, subjects, rows, expired, 0, 0, (), None,
+        return PurgeReport(True, subjects, rows, expired_rows, 0, 0, (), None,
                            seconds=round(_time.perf_counter() - started, 3))
     values: set[str] = set()
     erased_by_org: dict[str, set[str]] = {}
+    erased: list[tuple[str, str]] = []  # (subject_key, record_id)
     for kind, t in by_kind.items():
         if t.num_rows:
             values |= erased_values(lake, kind, t.column("_row"))
             for org, rid in zip(t.column("org").to_pylist(), t.column("record_id").to_pylist()):
                 erased_by_org.setdefault(org, set()).add(rid)
-    lake_rows_before = {kind: lake.all_rows(kind).take(t.column("_row")).select(["subject_key", "record_id"])
-                        for kind, t in by_kind.items()}
+            picked = lake.all_rows(kind).take(t.column("_row"))
+            erased += zip(picked.column("subject_key").to_pylist(), picked.column("record_id").to_pylist())
     before = _sizes(lake)
     files_rewritten = 0
     at = store.clock.read()
@@ -353,17 +388,14 @@ def run_purge(store, principal, *, grace, dry_run: bool) -> PurgeReport:
             files_rewritten += int(metrics.get("num_removed_files", 0))
     lake.refresh(force=True)
     for kind in SPECS:  # delete what purges removed from the tables (this one and interrupted ones)
-        with lake.maintenance_lock(kind):
-            _delete_removed_files(lake, kind)
+        gone = _delete_removed_files(lake, kind)
+        if gone.num_rows:  # rows an interrupted purge erased: verify and record them too
+            values |= _text_values(kind, gone)
+            for org, rid in zip(gone.column("org").to_pylist(), gone.column("record_id").to_pylist()):
+                erased_by_org.setdefault(org, set()).add(rid)
+            erased += zip(gone.column("subject_key").to_pylist(), gone.column("record_id").to_pylist())
     partitions = tuple(store._purge_index(erased_by_org))
-    erased_keys: dict[str, list[str]] = {}
-    forgotten_keys = {t.subject_key for t in ledger.tombstones()}
-    for kind, t in by_kind.items():
-        if t.num_rows:
-            picked = lake_rows_before[kind]
-            for key, rid in zip(picked.column("subject_key").to_pylist(), picked.column("record_id").to_pylist()):
-                erased_keys.setdefault(key if key in forgotten_keys else "", []).append(rid)
-    for key, ids in sorted(erased_keys.items()):  # one entry per subject: audit(subject=) finds it
+    for key, ids in sorted(_erasures(ledger, lake, erased).items()):  # one entry per subject: audit finds it
         ledger.append("purge", subject_key=key or None, generation=0, record_ids=ids, at=at, by=principal.id,
                       reason=f"erased {len(ids)} row(s)" + ("" if key else " past their expiry"), scope=scope.path,
                       metadata=commit_metadata(txn_id=new_txn_id(), committed_at=at, op="purge",
@@ -372,11 +404,55 @@ def run_purge(store, principal, *, grace, dry_run: bool) -> PurgeReport:
     leftovers: list[str] = []
     if lake.is_local:
         values -= _surviving_values(lake)
-        leftovers = scan_for(Path(lake.root), values)
-    return PurgeReport(False, subjects, rows, expired, files_rewritten,
+        leftovers = scan_for(Path(lake.root), values, skip_suffixes=VECTOR_FILES)
+        ledger_root = Path(ledger.uri)
+        if "://" not in ledger.uri and Path(lake.root) not in ledger_root.absolute().parents:
+            leftovers += [f"ledger: {p}" for p in scan_for(ledger_root, values)]
+        leftovers += index_holding(store.retriever.index.root, {r for ids in erased_by_org.values() for r in ids})
+    return PurgeReport(False, subjects, rows, expired_rows, files_rewritten,
                        max(0, sum(before.values()) - sum(after.values())), partitions,
                        not leftovers if lake.is_local else None, tuple(leftovers),
                        seconds=round(_time.perf_counter() - started, 3))
+
+
+def index_holding(root: Path, record_ids: set[str]) -> list[str]:
+    """Saved index partitions (any model, any generation, unfinished ones too) that still
+    list one of *record_ids*: their vectors sit beside the list."""
+    import json
+
+    found = []
+    if record_ids and Path(root).is_dir():
+        for path in sorted(Path(root).rglob("ids.json")):
+            try:
+                held = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                held = None
+            if not isinstance(held, list) or not record_ids.isdisjoint(held):
+                found.append(f"index: {path}")
+    return found
+
+
+def _erasures(ledger: Ledger, lake, erased: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """What the purge entries of the ledger record: erased record ids per forgotten subject key
+    ("" for memory past its expiry), including rows an interrupted purge erased unrecorded."""
+    tombs = ledger.tombstones()
+    keys = {t.subject_key for t in tombs}
+    owner = {rid: t.subject_key for t in tombs for rid in t.record_ids}  # derived rows belong to the subject
+    out: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for key, rid in erased:
+        if rid not in seen:
+            seen.add(rid)
+            out.setdefault(key if key in keys else owner.get(rid, ""), []).append(rid)
+    recorded = {rid for e in ledger.entries() if e["op"] == "purge" for rid in (e["record_ids"] or ())}
+    unrecorded = set(owner) - recorded - seen
+    if unrecorded:
+        from .records import SPECS
+
+        live = {rid for kind in SPECS for rid in lake.all_rows(kind).column("record_id").to_pylist()}
+        for rid in sorted(unrecorded - live):
+            out.setdefault(owner[rid], []).append(rid)
+    return out
 
 
 def _levels(lake, kind: str, position: int) -> tuple[Optional[str], Optional[str], Optional[str]]:
@@ -394,16 +470,54 @@ def _sizes(lake) -> dict[str, int]:
             if "_delta_log" not in p.parts}
 
 
-def _delete_removed_files(lake, kind: str) -> None:
+def _delete_removed_files(lake, kind: str) -> pa.Table:
+    """Delete the files purges removed from *kind*'s table; return the rows that were in them
+    and are no longer in the table (an interrupted purge's erasures: empty after a clean run)."""
+    empty = pa.table({"record_id": pa.array([], pa.string()), "subject_key": pa.array([], pa.string()),
+                      "org": pa.array([], pa.string())})
     if not lake.is_local:  # object stores: delta-rs vacuum (see DESIGN.md § Forgetting for the caveat)
         dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
         dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
-        return
+        return empty
     referenced = set(lake.views[kind].paths)
-    for rel in lake.files_removed_by(kind, "purge"):
+    doomed = [rel for rel in lake.files_removed_by(kind, "purge")
+              if rel not in referenced and (Path(lake.uri(kind)) / rel).exists()]
+    if not doomed:
+        return empty
+    with lake.maintenance_lock(kind):
+        return _delete_files(lake, kind, doomed, empty)
+
+
+def _delete_files(lake, kind: str, doomed: Sequence[str], empty: pa.Table) -> pa.Table:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from urllib.parse import unquote
+
+    from .records import SPECS
+
+    live = None
+    parts = []
+    for rel in doomed:
         path = Path(lake.uri(kind)) / rel
-        if rel not in referenced and path.exists():
-            path.unlink()
+        if not path.exists():
+            continue
+        try:
+            data = pq.read_table(path)
+        except Exception:  # a torn file: nothing to verify in it, delete it all the same
+            data = None
+        if data is not None and data.num_rows:
+            if live is None:
+                live = lake.all_rows(kind).column("record_id").combine_chunks()
+            data = data.filter(pc.invert(pc.is_in(data.column("record_id"), value_set=live)))
+            org = next((unquote(p[4:]) for p in Path(rel).parts if p.startswith("org=")), None)
+            if "org" not in data.column_names:
+                data = data.append_column("org", pa.array([org] * data.num_rows, pa.string()))
+            names = [c for c in SPECS[kind].schema.names if c in data.column_names]
+            parts.append(data.select(names))
+        path.unlink(missing_ok=True)
+    if not parts:
+        return empty
+    return pa.concat_tables(parts, promote_options="permissive")
 
 
 def _surviving_values(lake) -> set[str]:

@@ -425,9 +425,12 @@ class MemoryStore:
 
     def _partition_holds_gone_rows(self, org: str) -> bool:
         """After an interrupted purge a partition may still hold rows the store no longer has
-        (forgotten ones, or expired ones the interrupted run erased)."""
+        (forgotten ones, or expired ones the interrupted run erased), or its folder an older
+        generation or an unfinished save (killed between writing the new one and deleting)."""
         import pyarrow.compute as pc
 
+        if len({p.parent for p in self.retriever.index.files(org)}) > 1:
+            return True
         part = self.retriever.index.partition(org)
         if part is None:
             return False
