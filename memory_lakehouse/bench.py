@@ -101,12 +101,125 @@ def read_figures(store, n_records: int, rounds: int) -> dict[str, Any]:
     }
 
 
-def run(records: int = 100_000, *, quick: bool = False, root: Optional[str] = None) -> dict[str, Any]:
+class _ManualClock:
+    """A store clock the benchmark moves by hand (commits get distinct system times)."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def recall_figures(store, records: int, *, clock: _ManualClock, rounds: int = 200, k: int = 8) -> dict[str, Any]:
+    """Recall cost at *records* facts, with the embedding of queries measured apart.
+
+    Ingests the workload in two halves a day apart (so an as-of read at the midpoint
+    sees half the store) plus a 1% slice one principal alone can see, builds the index
+    (`rebuild_index`), then times: query embedding (each query once, which also warms
+    the query cache, so recall timings below exclude it); recall now, as of the
+    midpoint, for a principal who sees 1% of its org's partition and one who sees
+    nearly all of it, and about one subject; a raw hnswlib query on the largest partition (the floor is it plus the
+    embedding); and catching up 1,000 rows written after the build.
+    """
+    import numpy as np
+
+    org = "org03"
+    broad = Principal("reader", Scope(org, "support", "team3"), role="member")  # org03's rows are all in team3
+    narrow = Principal("seller", Scope(org, "sales", "deals", "seller"), role="member")  # only the 1% slice
+    steward = Principal("bench-steward", Scope(org), role="steward")
+    out: dict[str, Any] = {"records": records, "embedder": store.retriever.embedder.name, "k": k}
+
+    half = records // 2
+    rates = [ingest(store, half)]
+    clock.now += timedelta(days=1)
+    past = clock.now
+    clock.now += timedelta(days=1)
+    rates.append(ingest(store, records - half, start=half))
+    per_org = records // len(ORGS)
+    slice_ = [Fact(f"deal:{i}", ATTRIBUTES[i % len(ATTRIBUTES)], f"{WORDS[i % len(WORDS)]} deal term {i}",
+                   T0 + timedelta(minutes=i), source="bench@v1", scope=Scope(org, "sales", "deals"))
+              for i in range(max(1, per_org // 100))]
+    store.write_many(slice_, by=steward)
+    clock.now += timedelta(days=1)
+    out["ingest_rps"] = rates
+    out["selective_slice"] = {"rows": len(slice_), "org_rows": per_org + len(slice_)}
+
+    started = time.perf_counter()
+    orgs = store.rebuild_index()
+    seconds = time.perf_counter() - started
+    indexed = sum(len(store.retriever.index.partition(o) or ()) for o in orgs)
+    out["index_build"] = {"partitions": len(orgs), "rows": indexed, "seconds": round(seconds, 1),
+                          "rows_per_s": round(indexed / seconds, 1)}
+
+    rng = random.Random(11)
+    queries: list[str] = []
+    while len(queries) < rounds:
+        q = " ".join(rng.sample(WORDS, 3))
+        if q not in queries:
+            queries.append(q)
+    retriever = store.retriever
+    qi = iter(queries)
+    out["query_embedding"] = _time(lambda: retriever.embed_query(next(qi)), rounds)  # cold: each query once
+
+    def timed(who, **kw) -> dict[str, Any]:
+        lines: list[str] = []
+        with store.tracer(lambda line: lines.append(line)):
+            store.recall(queries[0], by=who, kinds=["fact"], k=k, **kw)  # warm: BM25 model, partition load
+        it = iter(queries * 2)
+        figures = _time(lambda: store.recall(next(it), by=who, kinds=["fact"], k=k, **kw), rounds)
+        figures["planner"] = next((ln for ln in lines if ln.startswith(("exact scan", "hnsw"))), None)
+        visible = next((ln for ln in lines if ln.startswith("visible fact")), "")
+        figures["visible"] = int(visible.split(":")[1].split()[0]) if visible else None
+        return figures
+
+    out["recall_now"] = timed(broad)
+    out["recall_as_of_midpoint"] = timed(broad, as_of=past)
+    out["recall_selective_1pct"] = timed(narrow)
+    out["recall_one_subject"] = timed(broad, subject=f"user:{(3 + 20 * 7) // 4}")  # a subject with a row in org03
+
+    parts = {o: store.retriever.index.partition(o) for o in orgs}
+    largest_org, largest = max(parts.items(), key=lambda p: len(p[1] or ()))
+    vectors = [retriever.embed_query(q).astype(np.float32) for q in queries]
+    raw = largest._index
+    raw.set_ef(64)
+    vi = iter(vectors)
+    out["raw_hnswlib_query"] = {"org": largest_org, "vectors": len(largest),
+                                **_time(lambda: raw.knn_query(next(vi), k=k, num_threads=1), rounds)}
+    out["floor_ms"] = round(out["query_embedding"]["p50_ms"] + out["raw_hnswlib_query"]["p50_ms"], 3)
+
+    new = [Fact(f"late:{i}", ATTRIBUTES[i % len(ATTRIBUTES)], " ".join(rng.sample(WORDS, 6)),
+                T0 + timedelta(minutes=i), source="bench@v1", scope=Scope(org, "support", "team1"))
+           for i in range(1000)]
+    store.write_many(new, by=steward)  # team1: the next recall's partition sync must embed them all
+    started = time.perf_counter()
+    store.retriever.sync(org)
+    catch_up = time.perf_counter() - started
+    started = time.perf_counter()
+    store.recall(queries[1], by=broad, kinds=["fact"], k=k)
+    first = time.perf_counter() - started
+    it = iter(queries * 2)
+    out["catch_up_1000_rows"] = {"sync_ms": round(catch_up * 1000, 1),
+                                 "first_recall_after_ms": round(first * 1000, 1),
+                                 "recall_after": _time(lambda: store.recall(next(it), by=broad, kinds=["fact"], k=k),
+                                                       max(5, rounds // 4))}
+    return out
+
+
+def run(records: int = 100_000, *, quick: bool = False, root: Optional[str] = None, recall: bool = False,
+        embedder: str = "default") -> dict[str, Any]:
     from .store import open as open_store
 
     root = root or tempfile.mkdtemp(prefix="memlake-bench-")
-    store = open_store(root, clock=lambda: T0 + timedelta(days=400))
     rounds = 20 if quick else 100
+    if recall:  # the recall figures alone, on a store of their own
+        from .embed import HashingEmbedder
+
+        clock = _ManualClock(T0 + timedelta(days=400))
+        store = open_store(root, clock=clock, embedder=HashingEmbedder(dim=384) if embedder == "hashing" else None)
+        figures = recall_figures(store, records, clock=clock, rounds=2 * rounds)
+        return {"records": records, "store": root, "recall": figures, "peak_rss_mb": peak_rss_mb()}
+    store = open_store(root, clock=lambda: T0 + timedelta(days=400))
     out: dict[str, Any] = {"records": records, "store": root}
     alice = Principal("alice", Scope("org00", "support", "tier2", "alice"), role="member")
     writes = [Fact(f"single:{i}", "plan", f"value {i}", T0, source="bench@v1") for i in range(rounds)]
@@ -128,8 +241,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--store", help="where to build the store (default: a temp dir)")
+    parser.add_argument("--recall", action="store_true",
+                        help="recall figures only: index build, recall p50/p99 without embedding, as-of, "
+                             "a 1%% visible set, catching up 1,000 rows")
+    parser.add_argument("--embedder", choices=("default", "hashing"), default="default",
+                        help="with --recall: the default model, or feature hashing for a quick run")
     args = parser.parse_args(argv)
-    json.dump(run(args.records, quick=args.quick, root=args.store), sys.stdout, indent=2)
+    json.dump(run(args.records, quick=args.quick, root=args.store, recall=args.recall, embedder=args.embedder),
+              sys.stdout, indent=2)
     print()
 
 

@@ -1,0 +1,1 @@
+"""Behavioral evals: retrieval quality (`python -m evals.retrieval`)."""

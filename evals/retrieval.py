@@ -1,0 +1,239 @@
+"""Retrieval quality: lexical-only vs vector-only vs hybrid recall on a labelled fixture.
+
+``python -m evals.retrieval`` loads ``data/retrieval/fixture.jsonl`` (see
+``data/retrieval/make_fixture.py``) into a fresh store through the public API, asks
+every query as its principal three ways — BM25 alone, vectors alone, both fused (the
+default recall) — and reports hit@1, hit@5 and MRR@k per mode, plus *distractor hits*:
+superseded versions or memories outside the asker's scope that came back in the top
+k. Visibility is applied before ranking, so that count must be 0 for every mode. A
+reference row, the better of the lexical and vector ranks per query, shows how much
+the two signals have to offer each other on the fixture.
+
+Exit status 1 when hybrid does not beat both single signals on MRR or any distractor
+appears. The embedder is the store's default (MiniLM); ``--embedder hashing`` runs
+without the model (its "vector" signal then only matches shared words).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import memory_lakehouse as ml
+
+FIXTURE = Path(__file__).resolve().parent.parent / "data" / "retrieval" / "fixture.jsonl"
+#: Ranker name -> the recall signals it fuses (None: the default, every signal).
+MODES: dict[str, Optional[tuple[str, ...]]] = {"lexical": ("bm25",), "vector": ("vector",), "hybrid": None}
+KINDS = {"fact": ml.Fact, "preference": ml.Preference, "episode": ml.Episode, "reference": ml.Reference}
+TIMES = ("valid_from", "observed_at", "published_at")
+
+
+@dataclass(frozen=True)
+class Fixture:
+    now: datetime
+    principals: dict[str, ml.Principal]
+    memories: list[dict]
+    queries: list[dict]
+
+    @classmethod
+    def load(cls, path: Path = FIXTURE) -> "Fixture":
+        meta, memories, queries = None, [], []
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            if item["type"] == "meta":
+                meta = item
+            elif item["type"] == "memory":
+                memories.append(item)
+            elif item["type"] == "query":
+                queries.append(item)
+        if meta is None:
+            raise ValueError(f"{path}: no meta line")
+        principals = {name: ml.Principal(name, ml.Scope.parse(scope), role="member")
+                      for name, scope in meta["principals"].items()}
+        return cls(datetime.fromisoformat(meta["now"]), principals, memories, queries)
+
+
+def record(memory: dict) -> ml.Envelope:
+    fields = dict(memory["fields"])
+    for name in TIMES:
+        if name in fields:
+            fields[name] = datetime.fromisoformat(fields[name])
+    return KINDS[memory["kind"]](**fields, scope=ml.Scope.parse(memory["scope"]))
+
+
+def load_store(store: ml.MemoryStore, fixture: Fixture) -> dict[str, str]:
+    """Write every memory through `write_many` (one batch per org, by its steward); label -> record_id."""
+    by_org: dict[str, list[dict]] = {}
+    for m in fixture.memories:
+        by_org.setdefault(m["scope"].split("/")[0], []).append(m)
+    ids: dict[str, str] = {}
+    for org, memories in by_org.items():
+        steward = ml.Principal(f"fixture-steward-{org}", ml.Scope(org), role="steward")
+        result = store.write_many([record(m) for m in memories], by=steward, reason="retrieval fixture")
+        for m, res in zip(memories, result):
+            if res.action == "duplicate":
+                raise ValueError(f"fixture memory {m['label']} duplicates {res.record_id}")
+            ids[m["label"]] = res.record_id
+    return ids
+
+
+def readable(principal: ml.Principal, scope: str) -> bool:
+    return principal.can_read(ml.Scope.parse(scope))
+
+
+def word_overlap(fixture: Fixture) -> dict[str, float]:
+    """How many of a query's words (BM25's tokens, stopwords dropped) occur in its answer."""
+    import bm25s
+
+    by_label = {m["label"]: m for m in fixture.memories}
+
+    def words(text: str) -> set[str]:
+        return set(bm25s.tokenize([text], stopwords="en", return_ids=False, show_progress=False)[0])
+
+    shares = []
+    for q in fixture.queries:
+        answer = " ".join(str(v) for k, v in by_label[q["answer"]]["fields"].items()
+                          if k not in TIMES + ("source", "evidence"))
+        qw = words(q["text"])
+        shares.append(len(qw & words(answer)) / max(1, len(qw)))
+    return {"mean_share_of_query_words_in_answer": round(sum(shares) / len(shares), 3),
+            "queries_sharing_no_word_with_answer": sum(1 for s in shares if s == 0)}
+
+
+def evaluate(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k: int = 10) -> dict[str, Any]:
+    """Ask every query in every mode; score ranks and count distractors returned."""
+    label_of = {rid: label for label, rid in ids.items()}
+    memory = {m["label"]: m for m in fixture.memories}
+    out: dict[str, Any] = {}
+    for mode, signals in MODES.items():
+        ranks: list[Optional[int]] = []
+        distractors: Counter[str] = Counter()
+        misses = []
+        started = time.perf_counter()
+        for q in fixture.queries:
+            who = fixture.principals[q["principal"]]
+            hits = store.recall(q["text"], by=who, k=k, signals=signals)
+            labels = [label_of[h.record_id] for h in hits]
+            for label in labels:
+                m = memory[label]
+                if m["role"] == "superseded":
+                    distractors["superseded"] += 1
+                if not readable(who, m["scope"]):
+                    distractors["out_of_scope"] += 1
+            # hits no ranker scored only fill up to k (in record-id order): they do not count as found
+            ranked = [label for label, h in zip(labels, hits) if not any(w.startswith("no signal") for w in h.why)]
+            rank = ranked.index(q["answer"]) + 1 if q["answer"] in ranked else None
+            ranks.append(rank)
+            if rank != 1:
+                misses.append({"qid": q["qid"], "rank": rank, "top": ranked[:3]})
+        out[mode] = {
+            **scores(ranks, k),
+            "distractor_hits": {"superseded": distractors["superseded"], "out_of_scope": distractors["out_of_scope"]},
+            "ms_per_query": round((time.perf_counter() - started) * 1000 / len(ranks), 2),
+            "misses": misses,
+            "ranks": ranks,
+        }
+    # how complementary the two signals are: per query, the better of the two single-signal ranks
+    best = [min((r for r in pair if r is not None), default=None)
+            for pair in zip(out["lexical"]["ranks"], out["vector"]["ranks"])]
+    out["oracle_switch"] = scores(best, k)
+    for row in out.values():
+        row.pop("ranks", None)
+    return out
+
+
+def scores(ranks: Sequence[Optional[int]], k: int) -> dict[str, float]:
+    n = len(ranks)
+    return {
+        "hit@1": round(sum(1 for r in ranks if r == 1) / n, 3),
+        "hit@5": round(sum(1 for r in ranks if r is not None and r <= 5) / n, 3),
+        f"mrr@{k}": round(sum(1 / r for r in ranks if r is not None) / n, 3),
+    }
+
+
+def run(fixture_path: Path = FIXTURE, *, embedder: Any = None, k: int = 10) -> dict[str, Any]:
+    fixture = Fixture.load(fixture_path)
+    with tempfile.TemporaryDirectory(prefix="memlake-eval-retrieval-") as root:
+        store = ml.open(root, clock=lambda: fixture.now, embedder=embedder)
+        ids = load_store(store, fixture)
+        modes = evaluate(store, fixture, ids, k=k)
+    model = (embedder or ml.MiniLMEmbedder).name
+    roles = Counter(m["role"] for m in fixture.memories)
+    return {
+        "fixture": {"path": str(fixture_path), "memories": len(fixture.memories), "queries": len(fixture.queries),
+                    "roles": dict(sorted(roles.items())), **word_overlap(fixture)},
+        "embedder": model,
+        "k": k,
+        "modes": modes,
+    }
+
+
+def verdict(report: dict[str, Any]) -> list[str]:
+    """What fails the eval: hybrid not beating both single signals on MRR, or any distractor."""
+    modes, key = report["modes"], f"mrr@{report['k']}"
+    problems = [f"hybrid MRR {modes['hybrid'][key]} does not beat {mode} ({modes[mode][key]})"
+                for mode in ("lexical", "vector") if modes["hybrid"][key] <= modes[mode][key]]
+    for mode, row in modes.items():
+        for what, count in row.get("distractor_hits", {}).items():
+            if count:
+                problems.append(f"{mode}: {count} {what} distractor hit(s)")
+    return problems
+
+
+def markdown(report: dict[str, Any]) -> str:
+    key = f"mrr@{report['k']}"
+    f = report["fixture"]
+    lines = [
+        f"Retrieval eval — {f['memories']} memories, {f['queries']} queries, embedder {report['embedder']}; "
+        f"on average {f['mean_share_of_query_words_in_answer']:.0%} of a query's words occur in its answer "
+        f"({f['queries_sharing_no_word_with_answer']} queries share none)",
+        "",
+        f"| mode | hit@1 | hit@5 | {key.upper()} | superseded hits | out-of-scope hits | ms/query |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode, row in report["modes"].items():
+        if mode == "oracle_switch":
+            continue
+        d = row["distractor_hits"]
+        lines.append(f"| {mode} | {row['hit@1']:.3f} | {row['hit@5']:.3f} | {row[key]:.3f} | {d['superseded']} | "
+                     f"{d['out_of_scope']} | {row['ms_per_query']:.1f} |")
+    o = report["modes"]["oracle_switch"]
+    lines.append(f"| *(reference: better of lexical/vector per query)* | {o['hit@1']:.3f} | {o['hit@5']:.3f} | "
+                 f"{o[key]:.3f} | | | |")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fixture", type=Path, default=FIXTURE)
+    parser.add_argument("--embedder", choices=("default", "hashing"), default="default",
+                        help="default: the store's offline MiniLM model; hashing: no model (quick, lexical)")
+    parser.add_argument("-k", type=int, default=10, help="results per query (MRR is cut at k)")
+    parser.add_argument("--misses", action="store_true", help="list each mode's queries not ranked first")
+    args = parser.parse_args(argv)
+    embedder = ml.HashingEmbedder(dim=384) if args.embedder == "hashing" else None
+    report = run(args.fixture, embedder=embedder, k=args.k)
+    problems = verdict(report)
+    report["passed"] = not problems
+    report["problems"] = problems
+    print(markdown(report))
+    print()
+    if not args.misses:
+        for row in report["modes"].values():
+            row.pop("misses", None)
+    print(json.dumps(report, indent=2))
+    for line in problems:
+        print(f"FAIL: {line}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

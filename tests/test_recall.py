@@ -1,0 +1,304 @@
+"""Recall: read-your-writes, selective filters that never starve top-k, a stale index catching
+up, rebuilds that leave no old file, the exact and HNSW paths agreeing, and context budgets.
+
+Stores here use `HashingEmbedder` (no model load): these tests are about what recall may
+return and how the index keeps up, not about semantic quality (that is `evals.retrieval`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import memory_lakehouse as ml
+from _support import ALICE, BOB, CURATOR, MEMBER, ORG, STEWARD, SUPPORT, TIER1, TIER2, SimClock, day, fact
+from memory_lakehouse.index import Partition, PartitionedIndex
+
+EMBEDDER = ml.HashingEmbedder(dim=64)
+
+
+def open_store(root: Path | str, clock: SimClock) -> ml.MemoryStore:
+    return ml.open(root, clock=clock, embedder=EMBEDDER)
+
+
+@pytest.fixture
+def clock() -> SimClock:
+    return SimClock(day(30))  # the stories below happen on days 1-20
+
+
+@pytest.fixture
+def hstore(tmp_path, clock) -> ml.MemoryStore:
+    return open_store(tmp_path / "store", clock)
+
+
+def index_files(store: ml.MemoryStore) -> dict[str, int]:
+    """Every file of the store's index with its mtime (ns)."""
+    return {str(p): p.stat().st_mtime_ns for p in store.retriever.index.files()}
+
+
+def partition(store: ml.MemoryStore, org: str = "acme") -> Partition:
+    part = store.retriever.sync(org).partition
+    assert part is not None
+    return part
+
+
+def seed(store: ml.MemoryStore, n: int = 12) -> list[str]:
+    """A few facts at org, division and team level; returns their record ids."""
+    records = [fact(f"customer:c{i}", "plan", f"plan {i} allows {10 * i} seats", day(1), scope=scope,
+                    evidence=f"https://crm.example/c{i}")
+               for i, scope in zip(range(n), [ORG, SUPPORT, TIER2, TIER1] * n)]
+    return [r.record_id for r in store.write_many(records, by=STEWARD)]
+
+
+# ----------------------------------------------------------------------- read-your-writes
+
+def test_a_write_is_recalled_at_once_without_a_rebuild(hstore, clock):
+    seed(hstore)
+    assert hstore.recall("plan seats", by=MEMBER, k=3)  # builds and saves the partition
+    on_disk = index_files(hstore)
+    assert on_disk, "the first recall saves the org's partition"
+    saved_tag = PartitionedIndex(hstore.retriever.index.root, EMBEDDER.name, EMBEDDER.dim).tag("acme")
+
+    clock.advance(minutes=5)
+    res = hstore.write(fact("customer:new", "sso_provider", "okta single sign-on via saml", day(2),
+                            evidence="https://crm.example/new"), by=MEMBER)
+    lines: list[str] = []
+    with hstore.tracer(lines.append):
+        hits = hstore.recall("okta single sign-on", by=MEMBER, k=3)
+
+    assert hits[0].record_id == res.record_id
+    # the partition on disk predates the write and was not touched: the row was caught up in memory
+    assert saved_tag is not None and saved_tag.versions["fact"] < res.version
+    assert index_files(hstore) == on_disk
+    assert any("added 1 row(s) newer than the partition" in line for line in lines)
+
+
+def test_a_write_is_recalled_even_before_any_index_exists(hstore):
+    res = hstore.write(fact("customer:first", "plan", "enterprise", day(1)), by=MEMBER)
+    assert [h.record_id for h in hstore.recall("enterprise plan", by=MEMBER)] == [res.record_id]
+
+
+# ----------------------------------------------------------------------- selective filters
+
+@pytest.fixture(scope="module")
+def two_thousand(tmp_path_factory):
+    """2,000 facts over 100 teams (20 each); a member of one team sees 1% of them."""
+    store = open_store(tmp_path_factory.mktemp("selective") / "store", SimClock(day(30)))
+    records = [fact(f"customer:{i}", ("plan", "region", "sso")[i % 3], f"value {i} for account {i % 7}", day(1),
+                    scope=ml.Scope("acme", "support", f"team{i % 100:02d}"))
+               for i in range(2000)]
+    store.write_many(records, by=STEWARD)
+    return store
+
+
+@pytest.mark.parametrize("path", ["exact scan", "hnsw"])
+def test_a_one_percent_visible_set_still_fills_top_k(two_thousand, path):
+    store = two_thousand
+    member = ml.Principal("m7", ml.Scope("acme", "support", "team07", "m7"), role="member")
+    part = partition(store)
+    part.exact_threshold = 0 if path == "hnsw" else None  # force the filtered graph walk
+    try:
+        lines: list[str] = []
+        with store.tracer(lines.append):
+            hits = store.recall("value for account 3", by=member, k=8, signals=("vector",))
+        assert len(hits) == 8
+        assert {h.record.scope for h in hits} == {ml.Scope("acme", "support", "team07")}
+        assert any(line.startswith(path) and "20 allowed" in line for line in lines), lines
+        everything = store.recall("value for account 3", by=member, k=50)
+        assert len(everything) == 20  # min(k, visible): all of them, nothing else
+        plans = sum(1 for i in range(7, 2000, 100) if i % 3 == 0)  # team07's plan facts
+        narrower = store.recall("value", by=member, k=8, filters={"attribute": "plan"})
+        assert len(narrower) == plans and all(h.record.attribute == "plan" for h in narrower)
+    finally:
+        part.exact_threshold = None
+
+
+# ----------------------------------------------------------------------- another process wrote
+
+def _write_from_another_process(root: str, at: str) -> None:
+    store = ml.open(root, clock=lambda: datetime.fromisoformat(at), embedder=EMBEDDER)
+    store.write(ml.Fact("customer:other-process", "note", "written by a second process about zebras",
+                        datetime.fromisoformat(at), source="child@v1"), by=STEWARD)
+
+
+@pytest.mark.integration
+def test_a_stale_partition_catches_up_with_another_process_s_write(tmp_path, clock):
+    root = str(tmp_path / "store")
+    store = open_store(root, clock)
+    seed(store)
+    assert store.recall("zebras", by=MEMBER)
+    before = store.retriever.index.tag("acme")
+    clock.advance(hours=1)
+    child = mp.get_context("spawn").Process(
+        target=_write_from_another_process, args=(root, (clock.now - timedelta(minutes=30)).isoformat()))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+
+    hits = store.recall("zebras", by=MEMBER, k=3)
+    assert hits[0].record.subject == "customer:other-process"
+    assert store.retriever.index.tag("acme") == before  # caught up in memory, no rebuild
+
+
+# ----------------------------------------------------------------------- rebuilds
+
+def test_rebuild_index_leaves_no_file_of_the_old_index(hstore):
+    seed(hstore)
+    gone = hstore.write(fact("customer:gone", "plan", "the erased customer's plan", day(2)), by=STEWARD)
+    hstore.recall("plan", by=MEMBER)  # saves generation 1
+    base = hstore.retriever.index.base / "acme"
+    old_files = set(index_files(hstore))
+    old_gens = {p.name for p in base.iterdir()}
+
+    assert hstore.rebuild_index() == ["acme"]
+    new_files = set(index_files(hstore))
+    assert new_files and not new_files & old_files
+    assert not {p.name for p in base.iterdir()} & old_gens  # old generation directories are gone
+    assert all(not Path(f).exists() for f in old_files)
+
+    hstore.forget("customer:gone", by=STEWARD, reason="erasure request")
+    hstore.purge(by=STEWARD)
+    after_purge = hstore.retriever.index.files()
+    assert after_purge and not set(map(str, after_purge)) & new_files
+    needle = gone.record_id.encode()
+    for path in hstore.retriever.index.root.rglob("*"):
+        if path.is_file():
+            assert needle not in path.read_bytes(), path
+
+
+# ----------------------------------------------------------------------- planner
+
+def test_the_exact_scan_and_the_hnsw_walk_return_the_same_visible_set(hstore):
+    seed(hstore, 60)
+    part = partition(hstore)
+    for who in (MEMBER, CURATOR, ml.Principal("bob", BOB, role="member")):
+        results = {}
+        for threshold in (0, 10**9):  # 0: always the filtered HNSW walk; huge: always the exact scan
+            part.exact_threshold = threshold
+            everything = hstore.recall("plan seats", by=who, k=100, signals=("vector",))
+            top = hstore.recall("plan 12 allows 120 seats", by=who, k=1, signals=("vector",))
+            results[threshold] = ({h.record_id for h in everything}, top[0].record_id)
+        part.exact_threshold = None
+        assert results[0] == results[10**9]
+        assert len(results[0][0]) == 45  # org + division + own team (k >= visible): all of them
+
+
+def test_partition_search_paths_agree_under_the_same_mask(hstore):
+    ids = seed(hstore, 40)
+    part = partition(hstore)
+    mask = part.mask(ids[::3])
+    q = EMBEDDER.embed(["plan 9 allows 90 seats"])[0]
+    exact = part.search(q, len(ids), allowed=mask, plan="exact")
+    walk = part.search(q, len(ids), allowed=mask, plan="hnsw")
+    assert {r for r, _ in exact} == {r for r, _ in walk} == set(ids[::3])
+
+
+def test_the_tracer_shows_the_planner_decision(hstore):
+    seed(hstore)
+    lines: list[str] = []
+    with hstore.tracer(lines.append):
+        hstore.recall("plan", by=MEMBER)
+    assert any(line.startswith("exact scan over") for line in lines)
+    part = partition(hstore)
+    part.exact_threshold = 0
+    lines.clear()
+    with hstore.tracer(lines.append):
+        hstore.recall("plan", by=MEMBER)
+    part.exact_threshold = None
+    assert any(line.startswith("hnsw ef=") for line in lines)
+    assert any(line.startswith("ranked lists: vector=") for line in lines)
+
+
+# ----------------------------------------------------------------------- never stale, never a sibling's
+
+SCOPES = {"org": ORG, "support": SUPPORT, "tier2": TIER2, "tier1": TIER1, "alice": ALICE, "bob": BOB}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.tuples(st.sampled_from(sorted(SCOPES)), st.sampled_from(["c1", "c2", "c3"]),
+                                 st.integers(0, 9), st.integers(1, 20)), min_size=1, max_size=25))
+def test_recall_serves_only_current_visible_versions(tmp_path_factory, writes):
+    store = open_store(tmp_path_factory.mktemp("prop") / "store", SimClock(day(30)))
+    records = [fact(f"customer:{subject}", "plan", f"plan value {value}", day(d), scope=SCOPES[scope])
+               for scope, subject, value, d in writes]
+    results = store.write_many(records, by=STEWARD)
+    expected: dict[str, tuple] = {}  # subject -> (scope depth, valid_from, order, record_id) of the head
+    for i, ((scope, subject, _, d), res) in enumerate(zip(writes, results)):
+        if res.action == "duplicate" or not MEMBER.can_read(SCOPES[scope]):
+            continue
+        key = (SCOPES[scope].depth, day(d), i, res.record_id)
+        expected[subject] = max(expected.get(subject, key), key)
+    for signals in (None, ("vector",), ("bm25",)):
+        hits = store.recall("plan value", by=MEMBER, k=100, signals=signals)
+        assert {h.record_id for h in hits} == {key[3] for key in expected.values()}
+
+
+def test_recall_hides_superseded_versions_and_other_teams(hstore):
+    old = hstore.write(fact("customer:acme", "plan", "Business up to 150 members", day(1)), by=CURATOR)
+    new = hstore.write(fact("customer:acme", "plan", "Enterprise up to 500 members", day(5)), by=CURATOR)
+    tier1 = hstore.write(fact("customer:acme", "plan", "Enterprise up to 500 members", day(5), scope=TIER1),
+                         by=STEWARD)
+    assert new.action == "superseded" and new.supersedes == old.record_id
+    hits = hstore.recall("how many members can acme have", by=MEMBER, k=10)
+    assert [h.record_id for h in hits] == [new.record_id]
+    assert any(w.startswith("supersedes") for w in hits[0].why)
+    then = hstore.recall("how many members can acme have", by=MEMBER, k=10, valid_at=day(2))
+    assert [h.record_id for h in then] == [old.record_id]
+    bob = hstore.recall("how many members can acme have", by=ml.Principal("bob", BOB, role="member"), k=10)
+    assert [h.record_id for h in bob] == [tier1.record_id]
+
+
+# ----------------------------------------------------------------------- signals
+
+def test_signals_change_the_ranking_never_what_is_visible(hstore):
+    seed(hstore, 30)
+    sets = [{h.record_id for h in hstore.recall("plan 7 seats", by=MEMBER, k=100, signals=s)}
+            for s in (None, ("vector",), ("bm25",), ("bm25", "vector"))]
+    assert all(s == sets[0] for s in sets)
+    for bad in ((), ("tfidf",), "vector"):
+        with pytest.raises(ml.ValidationError):
+            hstore.recall("plan", by=MEMBER, signals=bad)
+
+
+# ----------------------------------------------------------------------- context
+
+class WordPieceCounting:
+    """The hashing embedder with the default model's tokenizer for counting (no model load)."""
+
+    name = EMBEDDER.name
+    dim = EMBEDDER.dim
+
+    def __init__(self) -> None:
+        self.count_tokens = ml.MiniLMEmbedder().count_tokens
+
+    def embed(self, texts):
+        return EMBEDDER.embed(texts)
+
+
+@pytest.mark.parametrize("budget", [30, 70, 150, 800])
+def test_context_stays_within_its_token_budget_and_cites_each_line(tmp_path, clock, budget):
+    embedder = WordPieceCounting()
+    store = ml.open(tmp_path / "store", clock=clock, embedder=embedder)
+    seed(store, 20)
+    store.write(ml.Episode("checkout", "prod", "p99 latency after deploy", "rolled back", "fixed", day(2),
+                           evidence="https://incidents.example/INC-1", source="incident-bot@v2"), by=MEMBER)
+    block = store.context("plan seats latency", by=MEMBER, budget_tokens=budget)
+    if not block:
+        assert budget < 19 + 45  # the header and one line (~45 word-pieces) do not fit
+        return
+    assert embedder.count_tokens(block) <= budget
+    header, *lines = block.split("\n")
+    assert lines
+    for line in lines:
+        meta = line[line.rindex("[") + 1:-1].split("; ")
+        assert meta[0] in ("fact", "episode")
+        assert meta[1].startswith("valid ") and any(m.startswith("source ") for m in meta)
+        assert any(m.startswith("evidence ") for m in meta)
+    ranked = [h.text for h in store.recall("plan seats latency", by=MEMBER, k=20)]
+    texts = [line[2:line.rindex(" [")] for line in lines]
+    assert texts == [t for t in ranked if t in texts]  # most relevant first
