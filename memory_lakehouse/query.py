@@ -22,12 +22,14 @@ and "what was true on day 10" keeps working after the day-14 update.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -142,6 +144,8 @@ class Visibility:
         self._forgotten: Forgotten = Forgotten()
         self._forgotten_registered: Optional[Forgotten] = None
         self.tracers: list[Tracer] = []
+        self._cache: "OrderedDict[tuple, tuple[tuple, int, int, pa.Table]]" = OrderedDict()
+        self._bounds: dict[str, _Boundaries] = {}
 
     # ---------------------------------------------------------------- plumbing
 
@@ -338,10 +342,80 @@ WHERE (valid_to IS NULL OR valid_to > basis_valid_at)
 {slot}
 ORDER BY decision_id, valid_from DESC, known_since DESC
 """
+            key = self._cache_key(kind, bases, filters, include_proposals, heads_only, columns)
+            if key is not None:
+                cached = self._cached(kind, key, bases)
+                if cached is not None:
+                    return cached
             hits = self.execute(sql, params)
-            rows = self._take(kind, hits.column("_row"), columns)
+            wanted = None if columns is None else [c for c in columns if c != "_row"]
+            rows = self._take(kind, hits.column("_row"), wanted)
+            if columns is not None and "_row" in columns:  # positions in the snapshot, for a later take
+                rows = rows.append_column("_row", hits.column("_row"))
+            if key is not None:
+                self._remember(kind, key, bases, rows)
             rows = rows.append_column("decision_id", hits.column("decision_id"))
             return rows.append_column("scope_depth", hits.column("scope_depth"))
+
+    # ---------------------------------------------------------------- result cache
+
+    def _state(self, kind: str) -> tuple:
+        view = self.lake.views[kind]
+        return (view.epoch, len(view.chunks), id(self._forgotten))
+
+    def _cache_key(self, kind: str, bases: pa.Table, filters, include_proposals, heads_only, columns):
+        if bases.num_rows != 1:
+            return None  # bulk replay: each decision has its own basis
+        b = bases.slice(0, 1).to_pylist()[0]
+        key = (kind, b["org"], b["division"], b["team"], b["actor"], b["subject_key"],
+               tuple(sorted((filters or {}).items(), key=lambda kv: kv[0])), bool(include_proposals),
+               bool(heads_only), tuple(columns) if columns is not None else None)
+        try:
+            hash(key)
+        except TypeError:  # an unhashable filter value: just don't cache
+            return None
+        return key
+
+    def _cached(self, kind: str, key: tuple, bases: pa.Table) -> Optional[pa.Table]:
+        """A remembered result for the same reader, valid if no row boundary lies between the bases.
+
+        The visible set is piecewise constant in time: it changes only when known_at
+        crosses some row's known_since (or a retraction's), or valid_at crosses some
+        valid_from / valid_to / expires_at. Any write or ledger change drops the entry.
+        """
+        entry = self._cache.get(key)
+        if entry is None or entry[0] != self._state(kind):
+            return None
+        _, known, valid, rows = entry
+        b = bases.slice(0, 1).to_pylist()[0]
+        now_k, now_v = _micros(b["known_at"]), _micros(b["valid_at"])
+        bounds = self._boundaries(kind)
+        if bounds.crosses(bounds.known, known, now_k) or bounds.crosses(bounds.valid, valid, now_v):
+            return None
+        self._cache.move_to_end(key)
+        self.trace(f"visible {kind}: {rows.num_rows} row(s) from cache (no row boundary between the bases)")
+        return rows
+
+    def _remember(self, kind: str, key: tuple, bases: pa.Table, rows: pa.Table) -> None:
+        b = bases.slice(0, 1).to_pylist()[0]
+        self._cache[key] = (self._state(kind), _micros(b["known_at"]), _micros(b["valid_at"]), rows)
+        self._cache.move_to_end(key)
+        while len(self._cache) > CACHE_ENTRIES:
+            self._cache.popitem(last=False)
+
+    def _boundaries(self, kind: str) -> "_Boundaries":
+        view = self.lake.views[kind]
+        bounds = self._bounds.get(kind)
+        if bounds is None or bounds.epoch != view.epoch:
+            bounds = self._bounds[kind] = _Boundaries(view.epoch)
+        for chunk in view.chunks[bounds.applied:]:
+            bounds.add(chunk)
+        bounds.applied = len(view.chunks)
+        return bounds
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
 
     def slot_versions(self, kind: str, lineage_ids: Sequence[str]) -> pa.Table:
         """Every active, unretracted, unforgotten version of the given slots, at every scope.
@@ -371,3 +445,39 @@ ORDER BY valid_from, known_since, commit_version, _row
                 " AND NOT hidden ORDER BY _row", {"ids": list(record_ids)})
             rows = self._take(kind, hits.column("_row"))
             return rows.append_column("search_text", SPECS[kind].search_text(rows))
+
+
+#: Remembered single-read results (the visible set of one reader, shape and filter).
+CACHE_ENTRIES = 256
+
+
+def _micros(value: datetime) -> int:
+    return int(value.timestamp() * 1_000_000) if value.tzinfo else int(value.replace(tzinfo=timezone.utc).timestamp() * 1_000_000)
+
+
+class _Boundaries:
+    """Sorted instants at which some row's visibility can flip, per clock."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.applied = 0
+        self.known = np.empty(0, dtype=np.int64)
+        self.valid = np.empty(0, dtype=np.int64)
+
+    def add(self, chunk: pa.Table) -> None:
+        self.known = np.union1d(self.known, _instants(chunk, ("known_since",)))
+        self.valid = np.union1d(self.valid, _instants(chunk, ("valid_from", "valid_to", "expires_at")))
+
+    @staticmethod
+    def crosses(instants: np.ndarray, a: int, b: int) -> bool:
+        lo, hi = (a, b) if a <= b else (b, a)
+        return bool(np.searchsorted(instants, hi, "right") - np.searchsorted(instants, lo, "right"))
+
+
+def _instants(chunk: pa.Table, names: Sequence[str]) -> np.ndarray:
+    parts = []
+    for name in names:
+        col = chunk.column(name).drop_null()
+        if len(col):
+            parts.append(pc.cast(col, pa.int64()).to_numpy())
+    return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)

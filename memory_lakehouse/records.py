@@ -329,15 +329,25 @@ class KindSpec:
         """The search text of each row: what lexical ranking and embeddings read."""
         import pyarrow.compute as pc
 
-        names = set(rows.column_names)
-        parts = [pc.fill_null(rows.column(p), "") if p in names else pa.scalar(p) for p in self.text_parts]
         if rows.num_rows == 0:
             return pa.array([], pa.string())
-        return pc.binary_join_element_wise(*parts, "")
+        names = set(rows.column_names)
+        # typed scalars: a bare str makes pyarrow infer a type, which tries (and fails) to
+        # import dateutil on every call
+        parts = [pc.fill_null(rows.column(p), _EMPTY) if p in names else _literal(p) for p in self.text_parts]
+        return pc.binary_join_element_wise(*parts, _EMPTY)
 
     @property
     def schema(self) -> pa.Schema:
         return pa.schema(ENVELOPE_FIELDS + list(self.columns))
+
+
+_EMPTY = pa.scalar("", pa.string())
+
+
+@functools.lru_cache(maxsize=None)
+def _literal(text: str) -> pa.Scalar:
+    return pa.scalar(text, pa.string())
 
 
 def _fact_like(kind: str, cls: type, text_parts: tuple[str, ...]) -> KindSpec:

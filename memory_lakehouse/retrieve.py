@@ -26,6 +26,7 @@ tagged with the table versions it reflects and rebuilt from the store on demand.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
 import re
 import tempfile
@@ -127,6 +128,7 @@ class _OrgState:
     versions: Optional[dict[str, int]] = None  # lake versions the partition has caught up to
     bm25: Optional[_Bm25] = None
     bm25_ids: Optional[dict[str, int]] = None  # record_id -> position in the BM25 corpus
+    bm25_rids: Optional[list[str]] = None  # position in the BM25 corpus -> record_id
     bm25_versions: Optional[dict[str, int]] = None
 
 
@@ -315,6 +317,7 @@ class Retriever:
                 texts += rows.column("search_text").to_pylist()
             state.bm25 = _Bm25(texts)
             state.bm25_ids = {rid: i for i, rid in enumerate(ids)}
+            state.bm25_rids = ids
             state.bm25_versions = current
             self.trace(f"bm25 {org}: built over {len(ids)} row(s)")
         return state
@@ -354,7 +357,7 @@ class Retriever:
         self.trace("ranked lists: " + ", ".join(f"{name}={len(items)}" for name, items in lists.items()))
         return self._fuse(lists, candidates, k, weights)
 
-    def _vector_list(self, org: str, query: str, allowed: set[str], candidates: Mapping[str, Mapping[str, Any]],
+    def _vector_list(self, org: str, query: str, allowed: set[str], candidates: Mapping[str, tuple[str, int]],
                      depth: int) -> list[tuple[str, float]]:
         state = self.sync(org)
         qvec = self.embed_query(query)
@@ -365,52 +368,65 @@ class Retriever:
         vec_hits = part.search(qvec, min(depth, in_index), allowed=mask, trace=self.trace) if in_index else []
         outside = [rid for rid in allowed if rid not in part] if in_index < len(allowed) else []
         if outside:  # visible but not indexed (e.g. an index another process is still building)
-            texts = [candidates[rid]["search_text"] for rid in outside]
+            texts = self._texts(outside, candidates)
             vec_hits += exact_search(qvec, self.embedder.embed(texts), outside, min(depth, len(outside)))
             self.trace(f"vector: {len(outside)} visible row(s) outside the index scored exactly")
         return sorted(vec_hits, key=lambda p: -p[1])[:depth]
 
-    def _bm25_lists(self, org: str, query: str, allowed: set[str], candidates: Mapping[str, Mapping[str, Any]],
+    def _bm25_lists(self, org: str, query: str, allowed: set[str], candidates: Mapping[str, tuple[str, int]],
                     depth: int) -> tuple[dict[str, list[tuple[str, float]]], float]:
         # lexical: BM25 over the org, masked to the allowed set; newer rows ranked apart
         lists: dict[str, list[tuple[str, float]]] = {}
         bstate = self._bm25(org)
-        assert bstate.bm25 is not None and bstate.bm25_ids is not None
-        positions = np.fromiter((bstate.bm25_ids.get(rid, -1) for rid in allowed), dtype=np.int64)
-        lexical_mask = np.zeros(bstate.bm25.size, dtype=bool)
-        lexical_mask[positions[positions >= 0]] = True
-        scores = bstate.bm25.scores(query, lexical_mask)
-        order = np.argsort(-scores)[:depth]
-        inverse = {i: rid for rid, i in bstate.bm25_ids.items()}
-        lists["bm25"] = [(inverse[int(i)], float(scores[i])) for i in order if scores[i] > 0]
-        newer = [rid for rid in allowed if rid not in bstate.bm25_ids]
+        assert bstate.bm25 is not None and bstate.bm25_ids is not None and bstate.bm25_rids is not None
+        scores = bstate.bm25.scores(query)
+        hits: list[tuple[str, float]] = []
+        matched = np.flatnonzero(scores)  # usually few: walk them best first, keep the visible ones
+        for i in matched[np.argsort(-scores[matched], kind="stable")]:
+            rid = bstate.bm25_rids[int(i)]
+            if rid in allowed:
+                hits.append((rid, float(scores[i])))
+                if len(hits) == depth:
+                    break
+        lists["bm25"] = hits
+        newer = [rid for rid in allowed if rid not in bstate.bm25_ids] \
+            if len(allowed) > len(bstate.bm25_ids) or bstate.bm25_versions != self._versions() else []
         if newer:
-            fresh = _Bm25([candidates[rid]["search_text"] for rid in newer]).scores(query)
+            fresh = _Bm25(self._texts(newer, candidates)).scores(query)
             lists["bm25-new"] = sorted(((rid, float(s)) for rid, s in zip(newer, fresh) if s > 0),
                                        key=lambda p: -p[1])[:depth]
         best = next((items[0][0] for items in lists.values() if items), None)
-        weight = lexical_weight(query, candidates[best]["search_text"], bstate.bm25) if best else 0.0
+        weight = lexical_weight(query, self._texts([best], candidates)[0], bstate.bm25) if best else 0.0
         self.trace(f"bm25 weight {weight:.2f} (share of the query's IDF its best hit matches)")
         return lists, weight
 
     def _visible(self, principal: Principal, basis: Basis, *, kinds: Sequence[str], subject: Optional[str],
-                 filters: Optional[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-        """record_id -> {kind, _row, search_text, scope_depth} of every visible candidate."""
-        out: dict[str, dict[str, Any]] = {}
+                 filters: Optional[Mapping[str, Any]]) -> dict[str, tuple[str, int]]:
+        """record_id -> (kind, position in the kind's snapshot) of every visible candidate."""
+        out: dict[str, tuple[str, int]] = {}
         for kind in kinds:
             names = set(SPECS[kind].schema.names)
             kind_filters = {c: v for c, v in (filters or {}).items() if c in names}
             if filters and len(kind_filters) < len(filters):
                 continue  # a filter on a column this kind lacks excludes the kind
             rows = self.vis.rows(kind, principal, basis, subject=subject, filters=kind_filters,
-                                 columns=["record_id", "search_text"])
-            ids = rows.column("record_id").to_pylist()
-            texts = rows.column("search_text").to_pylist()
-            for rid, text in zip(ids, texts):
-                out[rid] = {"kind": kind, "search_text": text}
+                                 columns=["record_id", "_row"])
+            out.update(zip(rows.column("record_id").to_pylist(),
+                           zip([kind] * rows.num_rows, rows.column("_row").to_pylist())))
         return out
 
-    def _fuse(self, lists: Mapping[str, list[tuple[str, float]]], candidates: Mapping[str, Mapping[str, Any]],
+    def _texts(self, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]) -> list[str]:
+        """Search text of a few candidates, built from the snapshot on demand."""
+        out: dict[str, str] = {}
+        by_kind: dict[str, list[str]] = {}
+        for rid in rids:
+            by_kind.setdefault(candidates[rid][0], []).append(rid)
+        for kind, ids in by_kind.items():
+            rows = self.lake.all_rows(kind).take(pa.array([candidates[r][1] for r in ids], pa.int64()))
+            out.update(zip(ids, SPECS[kind].search_text(rows).to_pylist()))
+        return [out[r] for r in rids]
+
+    def _fuse(self, lists: Mapping[str, list[tuple[str, float]]], candidates: Mapping[str, tuple[str, int]],
               k: int, weights: Mapping[str, float] = {}) -> list[Hit]:
         fused: dict[str, float] = {}
         signals: dict[str, list[str]] = {}
@@ -419,26 +435,27 @@ class Retriever:
             for rank, (rid, score) in enumerate(items, start=1):
                 fused[rid] = fused.get(rid, 0.0) + weight / (RRF_K + rank)
                 signals.setdefault(rid, []).append(f"{name} #{rank} ({score:.3f})")
-        ranked = sorted(candidates, key=lambda rid: (-fused.get(rid, 0.0), rid))[:k]
+        ranked = heapq.nsmallest(k, fused, key=lambda rid: (-fused[rid], rid))
+        if len(ranked) < k:  # visible rows no signal reached still count: k results when k are visible
+            ranked += heapq.nsmallest(k - len(ranked), (rid for rid in candidates if rid not in fused))
         return self._hits([(rid, fused.get(rid, 0.0), signals.get(rid, ["no signal; visible in scope"]))
                            for rid in ranked], candidates)
 
     def _hits(self, picked: Sequence[tuple[str, float, list[str]]],
-              candidates: Mapping[str, Mapping[str, Any]]) -> list[Hit]:
+              candidates: Mapping[str, tuple[str, int]]) -> list[Hit]:
+        """Typed records for the winners, taken from the snapshot positions the query returned."""
         by_kind: dict[str, list[str]] = {}
         for rid, _, _ in picked:
-            by_kind.setdefault(candidates[rid]["kind"], []).append(rid)
+            by_kind.setdefault(candidates[rid][0], []).append(rid)
         rows: dict[str, dict[str, Any]] = {}
         for kind, ids in by_kind.items():
-            table = self.vis.by_ids(kind, ids)
-            for row in table.to_pylist():
-                rows[row["record_id"]] = row
+            table = self.lake.all_rows(kind).take(pa.array([candidates[r][1] for r in ids], pa.int64()))
+            table = table.append_column("search_text", SPECS[kind].search_text(table))
+            rows.update(zip(ids, table.to_pylist()))
         hits = []
         for rid, score, sig in picked:
-            row = rows.get(rid)
-            if row is None:
-                continue
-            kind = candidates[rid]["kind"]
+            row = rows[rid]
+            kind = candidates[rid][0]
             hits.append(Hit(record_from_row(kind, row), score, describe_why(row, "; ".join(sig)), kind,
                             row["search_text"]))
         return hits

@@ -1,0 +1,51 @@
+"""The visible set is piecewise constant in time: a remembered result is reused only
+while no row boundary (known_since, valid_from, valid_to, expires_at) lies between the
+bases, and never after a write or a forget."""
+
+from datetime import datetime, timedelta, timezone
+
+import memory_lakehouse as ml
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _store(tmp_path, now):
+    return ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+
+
+def test_a_second_read_between_boundaries_comes_from_the_cache_and_agrees(tmp_path):
+    now = [T0]
+    store = _store(tmp_path, now)
+    alice = ml.Principal("alice", ml.Scope("acme", "support"), role="member")
+    store.write(ml.Preference("user:1", "tone", "brief", T0, source="chat", ttl=timedelta(days=10)), by=alice)
+    lines = []
+    with store.tracer(lines.append):
+        now[0] = T0 + timedelta(days=1)
+        first = store.get_fact("user:1", "tone", by=alice, kind="preference")
+        now[0] = T0 + timedelta(days=2)
+        second = store.get_fact("user:1", "tone", by=alice, kind="preference")
+    assert first.record_id == second.record_id
+    assert any("from cache" in line for line in lines)
+
+
+def test_a_read_across_an_expiry_is_not_served_from_the_cache(tmp_path):
+    now = [T0 + timedelta(days=1)]
+    store = _store(tmp_path, now)
+    alice = ml.Principal("alice", ml.Scope("acme", "support"), role="member")
+    store.write(ml.Preference("user:1", "tone", "brief", T0, source="chat", ttl=timedelta(days=10)), by=alice)
+    assert store.get_fact("user:1", "tone", by=alice, kind="preference") is not None
+    now[0] = T0 + timedelta(days=11)  # past expires_at: a boundary lies between the two reads
+    assert store.get_fact("user:1", "tone", by=alice, kind="preference") is None
+
+
+def test_a_write_or_a_forget_invalidates_the_cache_at_once(tmp_path):
+    now = [T0]
+    store = _store(tmp_path, now)
+    alice = ml.Principal("alice", ml.Scope("acme", "support"), role="curator")
+    dpo = ml.Principal("dpo", ml.Scope("acme"), role="steward")
+    store.write(ml.Fact("user:1", "plan", "Free", T0, source="crm"), by=alice)
+    assert store.get_fact("user:1", "plan", by=alice).value == "Free"
+    store.write(ml.Fact("user:1", "plan", "Pro", T0, source="crm"), by=alice)  # same valid_from: later commit wins
+    assert store.get_fact("user:1", "plan", by=alice).value == "Pro"
+    store.forget("user:1", by=dpo, reason="erasure request")
+    assert store.get_fact("user:1", "plan", by=alice) is None
