@@ -93,6 +93,43 @@ def forgotten_sql(alias: str = "") -> str:
       AND NOT list_has_any(coalesce({a}derived_from, []), (SELECT coalesce(list(record_id), []) FROM forgotten_records))"""
 
 
+def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *, heads_only: bool) -> str:
+    """The rules of `Visibility.visible` as SQL; ``b(col)`` names a basis value.
+
+    One builder for every read: a single read passes its basis as parameters, a replay
+    joins a table of bases; the predicates are the same list either way.
+    """
+    basis_rules = [
+        f"r.org = {b('org')}",
+        f"(r.division IS NULL OR r.division = {b('division')})",
+        f"(r.team IS NULL OR r.team = {b('team')})",
+        f"(r.actor IS NULL OR r.actor = {b('actor')})",
+        f"r.known_since <= {b('known_at')}",  # system time: known by then
+        f"(r.retracted_since IS NULL OR r.retracted_since > {b('known_at')})",  # not yet retracted then
+        f"r.valid_from <= {b('valid_at')}",  # world time: begun by then
+        f"({b('subject_key')} IS NULL OR r.subject_key = {b('subject_key')})",
+    ]
+    head = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth "
+            "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, _row DESC) = 1" if heads_only else "")
+    slot = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id ORDER BY scope_depth DESC) = 1"
+            if heads_only else "")
+    return f"""
+WITH candidates AS (
+    SELECT r._row, r.lineage_id, r.valid_from, r.valid_to, r.expires_at, r.known_since, r.commit_version,
+           {scope_depth_sql("r")} AS scope_depth, {b('decision_id')} AS decision_id,
+           {b('valid_at')} AS basis_valid_at
+    FROM {source}
+    WHERE {' AND '.join(list(basis_rules) + list(where))}
+    {head}
+)
+SELECT decision_id, _row, scope_depth FROM candidates
+WHERE (valid_to IS NULL OR valid_to > basis_valid_at)   -- the head has not ended
+  AND (expires_at IS NULL OR expires_at > basis_valid_at)  -- nor expired
+{slot}
+ORDER BY decision_id, valid_from DESC, known_since DESC
+"""
+
+
 def bases_table(reads: Sequence[tuple[str, Principal, Basis, Optional[str]]]) -> pa.Table:
     """The bases of many reads: (decision_id, principal, basis, subject or None)."""
     ts = pa.timestamp("us", tz="UTC")
@@ -294,7 +331,6 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         with self._lock:
             self.lake.refresh()
             table = self._register(kind)
-            self.con.register("bases", bases)
             params: dict[str, Any] = {}
             where = ["NOT r.hidden"]
             keys = pc.unique(bases.column("subject_key")).to_pylist()
@@ -312,36 +348,15 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 params[f"f{i}"] = _filter_value(kind, col, value)
                 where.append(f"r.{col} IS NOT DISTINCT FROM $f{i}" if value is None else f"r.{col} = $f{i}")
             status = "proposed" if include_proposals else "active"
-            head = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth "
-                    "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, _row DESC) = 1"
-                    if heads_only else "")
-            slot = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id ORDER BY scope_depth DESC) = 1"
-                    if heads_only else "")
-            sql = f"""
-WITH candidates AS (
-    SELECT r._row, r.lineage_id, r.valid_from, r.valid_to, r.expires_at, r.known_since, r.commit_version,
-           {scope_depth_sql("r")} AS scope_depth, b.decision_id, b.valid_at AS basis_valid_at
-    FROM {table} r JOIN bases b
-      ON r.org = b.org
-     AND (r.division IS NULL OR r.division = b.division)
-     AND (r.team IS NULL OR r.team = b.team)
-     AND (r.actor IS NULL OR r.actor = b.actor)
-     AND r.known_since <= b.known_at
-     AND (r.retracted_since IS NULL OR r.retracted_since > b.known_at)
-     AND r.valid_from <= b.valid_at
-     AND (b.subject_key IS NULL OR r.subject_key = b.subject_key)
-    WHERE r.status = '{status}' AND {' AND '.join(where)}
-),
-heads AS (
-    SELECT * FROM candidates
-    {head}
-)
-SELECT decision_id, _row, scope_depth FROM heads
-WHERE (valid_to IS NULL OR valid_to > basis_valid_at)
-  AND (expires_at IS NULL OR expires_at > basis_valid_at)
-{slot}
-ORDER BY decision_id, valid_from DESC, known_since DESC
-"""
+            if bases.num_rows == 1:
+                # one read: the basis travels as parameters (same rules, a plan DuckDB builds faster)
+                basis = bases.to_pylist()[0]
+                params.update({f"basis_{c}": v for c, v in basis.items()})
+                source, b = f"{table} r", (lambda c: f"$basis_{c}")
+            else:
+                self.con.register("bases", bases)
+                source, b = f"{table} r JOIN bases b ON r.org = b.org", (lambda c: f"b.{c}")
+            sql = visibility_sql(source, b, where + [f"r.status = '{status}'"], heads_only=heads_only)
             key = self._cache_key(kind, bases, filters, include_proposals, heads_only, columns)
             if key is not None:
                 cached = self._cached(kind, key, bases)
