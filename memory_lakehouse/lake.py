@@ -142,6 +142,8 @@ class TableView:
     by_txn: dict[str, Commit] = field(default_factory=dict)
     epoch: int = 0
     chunks: list[pa.Table] = field(default_factory=list)
+    lineage_ids: set[str] = field(default_factory=set)
+    lineage_epoch: tuple[int, int] = (-1, 0)
     high_water: Optional[datetime] = None  # the latest system time of a memory commit so far
 
 
@@ -392,6 +394,20 @@ class Lake:
         keys = pa.array([subject_key(a) for a in distinct], pa.string())
         return rows.append_column(
             "actor_key", pc.take(keys, pc.index_in(actors, value_set=pa.array(distinct, pa.string()))))
+
+    def lineages(self, kind: str) -> set[str]:
+        """Every slot (lineage id) with a row in the snapshot: a superset of the live ones."""
+        view = self.views[kind]
+        with self._lock:
+            if view.lineage_epoch != (view.epoch, len(view.chunks)):
+                if view.lineage_epoch[0] != view.epoch:
+                    view.lineage_ids, applied = set(), 0
+                else:
+                    applied = view.lineage_epoch[1]
+                for chunk in view.chunks[applied:]:
+                    view.lineage_ids.update(pc.unique(chunk.column("lineage_id")).to_pylist())
+                view.lineage_epoch = (view.epoch, len(view.chunks))
+            return view.lineage_ids
 
     def all_rows(self, kind: str) -> pa.Table:
         """Every row of the snapshot with its system-time columns (null while incomplete)."""

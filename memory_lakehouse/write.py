@@ -311,8 +311,8 @@ class Writer:
         versions = self.lake.append(tables, meta)
         committed_at = self.lake.txn_known_since(txn_id) or committed_at  # later if a racing commit landed first
         results = tuple(
-            res if res.action == "duplicate" else replace(
-                res, txn_id=txn_id, version=versions.get(rec.kind), known_since=committed_at)
+            res if res.action == "duplicate" else _evolve(
+                res, {"txn_id": txn_id, "version": versions.get(rec.kind), "known_since": committed_at})
             for rec, res, _ in planned
         )
         return BatchResult(results, txn_id, versions, committed_at)
@@ -332,7 +332,11 @@ class Writer:
         versions: dict[tuple, list[tuple]] = {}
         if enabled and status == "active":
             for kind, idx in by_kind.items():
-                existing = self.vis.slot_versions(kind, sorted({lineages[i] for i in idx}))
+                known = self.lake.lineages(kind)  # slots new to the store need no lookup (bulk ingest)
+                wanted = sorted({lineages[i] for i in idx if lineages[i] in known})
+                if not wanted:
+                    continue
+                existing = self.vis.slot_versions(kind, wanted)
                 for seq, row in enumerate(existing.to_pylist()):
                     scope = Scope(row["org"], row["division"], row["team"], row["actor"])
                     versions.setdefault((kind, row["lineage_id"], scope), []).append(
