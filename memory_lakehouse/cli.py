@@ -156,6 +156,19 @@ def cmd_bench(args: argparse.Namespace) -> None:
     bench_main(["--records", str(args.records)] + (["--quick"] if args.quick else []))
 
 
+def cmd_eval(args: argparse.Namespace) -> None:
+    """Run an eval of the repository's `evals` package (the library itself never imports it)."""
+    import importlib
+
+    try:
+        suite = importlib.import_module(f"evals.{args.suite}")
+    except ModuleNotFoundError as exc:
+        raise errors.StoreError(f"eval suite {args.suite!r} not found: run from a checkout that has evals/") from exc
+    code = suite.main(list(args.rest))
+    if code:
+        raise SystemExit(code)
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from .demo import run_demo
 
@@ -208,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmark: prints JSON figures")
     p.add_argument("--records", type=int, default=100_000); p.add_argument("--quick", action="store_true")
     p.set_defaults(fn=cmd_bench)
+    p = sub.add_parser("eval", help="run an eval suite (retrieval: hit@1 / hit@5 / MRR per ranker)")
+    p.add_argument("suite", choices=["retrieval"]); p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=cmd_eval)
     p = sub.add_parser("demo", help="a short story on a fresh store")
     p.add_argument("--store", default="data/store"); p.set_defaults(fn=cmd_demo)
     return parser
