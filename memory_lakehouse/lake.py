@@ -58,6 +58,9 @@ TABLE_CONFIG: dict[str, str] = {
 #: Columns the snapshot adds to each row (never stored in the table).
 SYSTEM_COLUMNS = ("known_since", "commit_version", "actor_key")
 
+#: Reads combine a snapshot's chunks once it has more than this many.
+MAX_READ_CHUNKS = 4
+
 #: Operations that add memory (learning). Everything else is maintenance or governance.
 MEMORY_OPS = frozenset({"write", "propose", "approve", "retract"})
 
@@ -410,9 +413,19 @@ class Lake:
             return view.lineage_ids
 
     def all_rows(self, kind: str) -> pa.Table:
-        """Every row of the snapshot with its system-time columns (null while incomplete)."""
+        """Every row of the snapshot with its system-time columns (null while incomplete).
+
+        Reads take rows by position, and a take costs per chunk and column (36 chunks x
+        30 columns: ~4 ms, one chunk: ~0.1 ms), so the first read after a few appends
+        combines them; positions do not move.
+        """
         view = self.views[kind]
-        return view.rows if view.rows is not None else self._with_system_time(kind, SPECS[kind].schema.empty_table())
+        if view.rows is None:
+            return self._with_system_time(kind, SPECS[kind].schema.empty_table())
+        if view.rows.column(0).num_chunks > MAX_READ_CHUNKS:
+            with self._lock:
+                view.rows = view.rows.combine_chunks()
+        return view.rows
 
     def known_rows(self, kind: str) -> pa.Table:
         """Rows of *kind* with their system time: ``known_since``, ``commit_version``, ``actor_key``.
