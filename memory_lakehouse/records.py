@@ -25,7 +25,6 @@ import functools
 import hashlib
 import json
 import os
-import uuid
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence

@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import ValidationError
-from .lake import Lake
 from .query import Visibility, bases_table, forgotten_sql
 from .records import MEMORY_KINDS, SPECS, subject_key
 from .scope import Principal

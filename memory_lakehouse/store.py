@@ -16,12 +16,13 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from . import policy as policy_rules
 from .audit import AuditEvent, audit_trail
-from .errors import PermissionDenied, StaleGeneration, ValidationError
-from .forget import Ledger
+from .errors import PermissionDenied, ValidationError
+from .forget import ForgetReport, Ledger, PurgeReport
 from .lake import Lake, commit_metadata, new_txn_id
 from .query import Visibility
+from .replay import ReplayResult
 from .records import (
-    SPECS, Envelope, Fact, Policy, check_kinds, kind_of_record_id, record_from_row, subject_key,
+    SPECS, Envelope, Policy, check_kinds, kind_of_record_id, record_from_row, subject_key,
 )
 from .redact import Redactor
 from .retrieve import SIGNALS, Hit, Retriever, context_block

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Sequence
 

@@ -6,7 +6,6 @@ import argparse
 import sys
 import tempfile
 from datetime import datetime, timedelta, timezone
-from typing import Callable
 
 
 class SimClock:
