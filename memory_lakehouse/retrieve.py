@@ -404,6 +404,10 @@ class Retriever:
                  filters: Optional[Mapping[str, Any]]) -> dict[str, tuple[str, int]]:
         """record_id -> (kind, position in the kind's snapshot) of every visible candidate."""
         out: dict[str, tuple[str, int]] = {}
+        known = set().union(*(SPECS[kind].schema.names for kind in kinds))
+        unknown = sorted(set(filters or {}) - known)
+        if unknown:
+            raise ValidationError(f"no kind in {list(kinds)} has column(s) {unknown} to filter on", field="filters")
         for kind in kinds:
             names = set(SPECS[kind].schema.names)
             kind_filters = {c: v for c, v in (filters or {}).items() if c in names}

@@ -88,6 +88,10 @@ class Scope:
 
 
 
+def _a(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word
+
+
 @dataclass(frozen=True)
 class Principal:
     """Who is acting: an id, the scope it lives at, and a role.
@@ -145,12 +149,12 @@ class Principal:
 
     def check_curate(self, scope: Scope, action: str = "approve") -> None:
         if self.rank < ROLES.index("curator"):
-            raise PermissionDenied(f"{self.id} is a {self.role}: only a curator or steward may {action}")
+            raise PermissionDenied(f"{self.id} is {_a(self.role)}: only a curator or steward may {action}")
         if not self.scope.contains(scope):
             raise PermissionDenied(f"{self.id} may {action} only inside {self.scope}, not at {scope}")
 
     def check_steward(self, scope: Scope, action: str) -> None:
         if self.role != "steward":
-            raise PermissionDenied(f"{self.id} is a {self.role}: only a steward may {action}")
+            raise PermissionDenied(f"{self.id} is {_a(self.role)}: only a steward may {action}")
         if not self.scope.contains(scope):
             raise PermissionDenied(f"{self.id} may {action} only inside {self.scope}, not at {scope}")

@@ -302,3 +302,12 @@ def test_context_stays_within_its_token_budget_and_cites_each_line(tmp_path, clo
     ranked = [h.text for h in store.recall("plan seats latency", by=MEMBER, k=20)]
     texts = [line[2:line.rindex(" [")] for line in lines]
     assert texts == [t for t in ranked if t in texts]  # most relevant first
+
+
+def test_a_filter_on_a_column_no_requested_kind_has_is_an_error(tmp_path):
+    """A typo in a filter must not look like "nothing is visible"."""
+    store = ml.open(tmp_path / "s", embedder=ml.HashingEmbedder())
+    alice = ml.Principal("alice", ml.Scope("acme", "support"), role="member")
+    with pytest.raises(ml.ValidationError) as err:
+        store.recall("plan", by=alice, kinds=["fact"], filters={"atribute": "plan"})
+    assert err.value.field == "filters"
