@@ -10,19 +10,18 @@ import os
 import re
 import shutil
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from . import policy as policy_rules
 from .audit import AuditEvent, audit_trail
-from .errors import PermissionDenied, ValidationError
+from .errors import ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
 from .lake import Lake, commit_metadata, new_txn_id
 from .query import Visibility
 from .replay import ReplayResult
 from .records import (
-    SPECS, Envelope, Policy, check_kinds, kind_of_record_id, record_from_row, subject_key,
+    SPECS, Envelope, check_kinds, record_from_row, subject_key,
 )
 from .redact import Redactor
 from .retrieve import SIGNALS, Hit, Retriever, context_block
@@ -73,7 +72,6 @@ class MemoryStore:
         self.vis = Visibility(self.lake)
         self.vis.set_forgotten(self.ledger.forgotten())
         self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations)
-        self.writer.checks["policy"] = [self._check_policy_write]
         self.retriever = Retriever(self.vis, embedder)
         if purge_on_open is not None:  # replay the ledger's forgets physically before serving
             from .forget import run_purge
@@ -137,53 +135,13 @@ class MemoryStore:
         return self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
                                   status="proposed", op="propose")[0]
 
-    def _raw(self, record_id: str) -> tuple[str, dict]:
-        kind = kind_of_record_id(record_id)
-        rows = self.vis.by_ids(kind, [record_id]).to_pylist()
-        if not rows:
-            raise ValidationError(f"no record {record_id}", field="record_id")
-        return kind, rows[0]
-
     def approve(self, record_id: str, *, by: Principal, reason: Optional[str] = None, **corrections: Any) -> WriteResult:
         """Promote a proposal to active memory, with optional corrections. Agents cannot approve."""
-        by = self._principal(by)
-        kind, row = self._raw(record_id)
-        if row["status"] != "proposed":
-            raise ValidationError(f"{record_id} is {row['status']}, not a proposal", field="record_id")
-        scope = Scope(row["org"], row["division"], row["team"], row["actor"])
-        by.check_curate(scope, "approve")
-        proposer = self.lake.views[kind].by_txn[row["txn_id"]].actor
-        if proposer == by.id:
-            raise PermissionDenied(f"{by.id} proposed {record_id} and cannot approve its own proposal")
-        record = record_from_row(kind, row)
-        base: dict[str, Any] = dict(status="active", record_id=None, lineage_id=None, txn_id=None,
-                                    known_since=None, supersedes=record_id, authority=None)
-        if isinstance(record, Policy):
-            base["approved_by"] = by.id
-        if kind in ("preference", "note"):
-            base["expires_at"] = row["expires_at"]
-        try:
-            record = replace(record, **{**base, **corrections})
-        except TypeError as exc:
-            raise ValidationError(f"unknown correction: {exc}", field="corrections") from exc
-        return self.writer.commit([record], by, reason=reason or f"approved proposal {record_id}", op="approve",
-                                  reconcile=True)[0]
+        return self.writer.approve(record_id, self._principal(by), reason=reason, corrections=corrections)
 
     def retract(self, record_id: str, *, by: Principal, reason: str) -> WriteResult:
         """End a record: a new row that hides it from every later read (history keeps it)."""
-        by = self._principal(by)
-        if not reason or not str(reason).strip():
-            raise ValidationError("a retraction needs a reason", field="reason")
-        kind, row = self._raw(record_id)
-        if row["status"] != "active":
-            raise ValidationError(f"{record_id} is {row['status']}; only active records can be retracted",
-                                  field="record_id")
-        scope = Scope(row["org"], row["division"], row["team"], row["actor"])
-        by.check_write(scope)
-        record = replace(record_from_row(kind, row), record_id=None, txn_id=None, known_since=None,
-                         supersedes=record_id, reason=reason)
-        return self.writer.commit([record], by, reason=reason, status="retracted", op="retract",
-                                  reconcile=False)[0]
+        return self.writer.retract(record_id, self._principal(by), reason=reason)
 
     def generation(self, subject: str) -> int:
         """The subject's deletion generation; pass it back with ``write(..., generation=)``."""
@@ -275,57 +233,6 @@ class MemoryStore:
         return out[:k]
 
     # ------------------------------------------------------------------ policy
-
-    def _check_policy_write(self, policies: Sequence[Envelope], vis: Visibility, by: Principal,
-                            status: str) -> None:
-        """Policies are approved data: the write path's extra rules for the ``policy`` kind.
-
-        * Only a curator or steward (inside its subtree) writes or retracts a policy; a
-          member or agent proposes one, and a curator approves it.
-        * A proposal carries no approval: ``approved_by`` is set by `approve`, never by
-          the proposer. (A curator's direct write records the curator as approver.)
-        * An active policy must not overlap another on the same scope without an
-          intentional relationship (see `_check_policy_overlap`).
-        """
-        if status == "proposed":
-            for p in policies:
-                if isinstance(p, Policy) and p.approved_by:
-                    raise ValidationError(
-                        f"proposed policy {p.policy_id} claims approved_by={p.approved_by!r}; approval is "
-                        "recorded by approve(), not by the proposer", field="approved_by")
-            return
-        for p in policies:
-            assert p.scope is not None
-            by.check_curate(p.scope, "write a policy (propose it; a curator approves)" if status == "active"
-                            else "retract a policy")
-        if status == "active":
-            self._check_policy_overlap([p for p in policies if isinstance(p, Policy)], vis)
-
-    def _check_policy_overlap(self, policies: Sequence[Policy], vis: Visibility) -> None:
-        """Refuse a batch that would make two policies of one scope tie (nothing is written).
-
-        Stored policies are read through the one visibility query, at the store's current
-        knowledge and at every instant a policy version starts inside a new one's range
-        (see `policy.write_conflicts`), so a policy that starts later is compared too and a
-        superseded version is not.
-        """
-        now = self.clock.peek()
-
-        def in_force(scope: Scope, at: datetime) -> list[Policy]:
-            reader = Principal("policy-check", scope, role="steward")
-            rows = vis.rows("policy", reader, Basis(now, at))
-            return [p for p in (record_from_row("policy", r) for r in rows.to_pylist()) if p.scope == scope]
-
-        # Candidate instants only (a superset is fine); which versions are in force at each
-        # is decided by the visibility query above, never here.
-        self.lake.refresh(kinds=["policy"])
-        scopes = {p.scope for p in policies}
-        rows = self.lake.known_rows("policy").select(["org", "division", "team", "actor", "valid_from"])
-        stored = [r["valid_from"] for r in rows.to_pylist()
-                  if Scope(r["org"], r["division"], r["team"], r["actor"]) in scopes]
-        clash = policy_rules.write_conflicts(policies, in_force, stored)
-        if clash:
-            raise ValidationError("; ".join(_overlap_message(new, old, at) for new, old, at in clash), field="priority")
 
     def resolve_policy(self, facts: Mapping[str, Any], *, at: datetime, by: Principal,
                        known_at: Optional[datetime] = None) -> policy_rules.Decision:
@@ -456,11 +363,3 @@ class MemoryStore:
         return audit_trail(self.lake, self.ledger, by, subject=subject, record_id=record_id)
 
 
-def _overlap_message(new: Policy, old: Policy, at: datetime) -> str:
-    where = f"on scope {new.scope} from {at.isoformat()}"
-    if old.policy_id in new.overrides and new.policy_id in old.overrides:
-        return (f"policies {new.policy_id} and {old.policy_id} each declare that they override the other {where}: "
-                "declare the relationship in one direction only, or set different priorities")
-    return (f"policy {new.policy_id} overlaps {old.policy_id}" + (f" ({old.record_id})" if old.record_id else "")
-            + f" {where}: equal priority {new.priority} and conditions that can match the same case; "
-            f"set a different priority or declare overrides=[{old.policy_id!r}]")

@@ -14,22 +14,23 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Sequence
 
 import pyarrow as pa
 
-from .errors import StaleGeneration, ValidationError
+from . import policy as policy_rules
+from .errors import PermissionDenied, StaleGeneration, ValidationError
 from .lake import Lake, commit_metadata, new_txn_id
 from .query import Visibility
 from .records import (
     AUTHORITIES, FAILED_EPISODE_TTL, OUTCOMES, SPECS, Envelope, Episode, Fact, Note, Policy, Preference,
-    Reference, new_record_id, spec_of, subject_key,
+    Reference, kind_of_record_id, new_record_id, record_from_row, spec_of, subject_key,
 )
 from .redact import Redactor
 from .scope import Principal, Scope
-from .time import require_aware
+from .time import Basis, require_aware
 
 Action = Literal["inserted", "superseded", "duplicate"]
 Status = Literal["active", "proposed", "retracted"]
@@ -106,6 +107,7 @@ class Writer:
         self.generations = generations or (lambda keys: {})
         self.checks: dict[str, list[KindCheck]] = {}
         self._hashes: dict[str, str] = {}  # record_id -> content hash, for the batch being committed
+        self.checks["policy"] = [self._check_policy_write]
 
     # ------------------------------------------------------------------ validate
 
@@ -254,6 +256,109 @@ class Writer:
         for name in _TEXT_FIELDS["envelope"] + _TEXT_FIELDS[r.kind]:
             changes[name] = clean(changes[name] if name in changes else getattr(r, name))
         return tuple(dict.fromkeys(found))
+
+    # ------------------------------------------------------------------ approve / retract
+
+    def _raw(self, record_id: str) -> tuple[str, dict]:
+        """The stored row of a record, whatever its status (approve and retract start from it)."""
+        kind = kind_of_record_id(record_id)
+        rows = self.vis.by_ids(kind, [record_id]).to_pylist()
+        if not rows:
+            raise ValidationError(f"no record {record_id}", field="record_id")
+        return kind, rows[0]
+
+    def approve(self, record_id: str, by: Principal, *, reason: Optional[str] = None,
+                corrections: Mapping[str, Any] = {}) -> WriteResult:
+        """Promote a proposal to active memory, with optional corrections. Agents cannot approve."""
+        kind, row = self._raw(record_id)
+        if row["status"] != "proposed":
+            raise ValidationError(f"{record_id} is {row['status']}, not a proposal", field="record_id")
+        scope = Scope(row["org"], row["division"], row["team"], row["actor"])
+        by.check_curate(scope, "approve")
+        proposer = self.lake.views[kind].by_txn[row["txn_id"]].actor
+        if proposer == by.id:
+            raise PermissionDenied(f"{by.id} proposed {record_id} and cannot approve its own proposal")
+        record = record_from_row(kind, row)
+        base: dict[str, Any] = dict(status="active", record_id=None, lineage_id=None, txn_id=None,
+                                    known_since=None, supersedes=record_id, authority=None)
+        if isinstance(record, Policy):
+            base["approved_by"] = by.id
+        if kind in ("preference", "note"):
+            base["expires_at"] = row["expires_at"]
+        try:
+            record = replace(record, **{**base, **corrections})
+        except TypeError as exc:
+            raise ValidationError(f"unknown correction: {exc}", field="corrections") from exc
+        return self.commit([record], by, reason=reason or f"approved proposal {record_id}", op="approve",
+                                  reconcile=True)[0]
+
+    def retract(self, record_id: str, by: Principal, *, reason: str) -> WriteResult:
+        """End a record: a new row that hides it from every later read (history keeps it)."""
+        if not reason or not str(reason).strip():
+            raise ValidationError("a retraction needs a reason", field="reason")
+        kind, row = self._raw(record_id)
+        if row["status"] != "active":
+            raise ValidationError(f"{record_id} is {row['status']}; only active records can be retracted",
+                                  field="record_id")
+        scope = Scope(row["org"], row["division"], row["team"], row["actor"])
+        by.check_write(scope)
+        record = replace(record_from_row(kind, row), record_id=None, txn_id=None, known_since=None,
+                         supersedes=record_id, reason=reason)
+        return self.commit([record], by, reason=reason, status="retracted", op="retract",
+                                  reconcile=False)[0]
+
+    # ------------------------------------------------------------------ policies
+
+    def _check_policy_write(self, policies: Sequence[Envelope], vis: Visibility, by: Principal,
+                            status: str) -> None:
+        """Policies are approved data: the write path's extra rules for the ``policy`` kind.
+
+        * Only a curator or steward (inside its subtree) writes or retracts a policy; a
+          member or agent proposes one, and a curator approves it.
+        * A proposal carries no approval: ``approved_by`` is set by `approve`, never by
+          the proposer. (A curator's direct write records the curator as approver.)
+        * An active policy must not overlap another on the same scope without an
+          intentional relationship (see `_check_policy_overlap`).
+        """
+        if status == "proposed":
+            for p in policies:
+                if isinstance(p, Policy) and p.approved_by:
+                    raise ValidationError(
+                        f"proposed policy {p.policy_id} claims approved_by={p.approved_by!r}; approval is "
+                        "recorded by approve(), not by the proposer", field="approved_by")
+            return
+        for p in policies:
+            assert p.scope is not None
+            by.check_curate(p.scope, "write a policy (propose it; a curator approves)" if status == "active"
+                            else "retract a policy")
+        if status == "active":
+            self._check_policy_overlap([p for p in policies if isinstance(p, Policy)], vis)
+
+    def _check_policy_overlap(self, policies: Sequence[Policy], vis: Visibility) -> None:
+        """Refuse a batch that would make two policies of one scope tie (nothing is written).
+
+        Stored policies are read through the one visibility query, at the store's current
+        knowledge and at every instant a policy version starts inside a new one's range
+        (see `policy.write_conflicts`), so a policy that starts later is compared too and a
+        superseded version is not.
+        """
+        now = self.lake.clock.peek()
+
+        def in_force(scope: Scope, at: datetime) -> list[Policy]:
+            reader = Principal("policy-check", scope, role="steward")
+            rows = vis.rows("policy", reader, Basis(now, at))
+            return [p for p in (record_from_row("policy", r) for r in rows.to_pylist()) if p.scope == scope]
+
+        # Candidate instants only (a superset is fine); which versions are in force at each
+        # is decided by the visibility query above, never here.
+        self.lake.refresh(kinds=["policy"])
+        scopes = {p.scope for p in policies}
+        rows = self.lake.known_rows("policy").select(["org", "division", "team", "actor", "valid_from"])
+        stored = [r["valid_from"] for r in rows.to_pylist()
+                  if Scope(r["org"], r["division"], r["team"], r["actor"]) in scopes]
+        clash = policy_rules.write_conflicts(policies, in_force, stored)
+        if clash:
+            raise ValidationError("; ".join(_overlap_message(new, old, at) for new, old, at in clash), field="priority")
 
     # ------------------------------------------------------------------ commit
 
@@ -437,3 +542,13 @@ def _evolve(record: Envelope, changes: Mapping[str, Any]) -> Envelope:
 def _content_hash(r: Envelope) -> str:
     """Identity of a record's content within its slot (duplicate detection)."""
     return hashlib.blake2b(repr(SPECS[r.kind].content(r)).encode(), digest_size=16).hexdigest()
+
+
+def _overlap_message(new: Policy, old: Policy, at: datetime) -> str:
+    where = f"on scope {new.scope} from {at.isoformat()}"
+    if old.policy_id in new.overrides and new.policy_id in old.overrides:
+        return (f"policies {new.policy_id} and {old.policy_id} each declare that they override the other {where}: "
+                "declare the relationship in one direction only, or set different priorities")
+    return (f"policy {new.policy_id} overlaps {old.policy_id}" + (f" ({old.record_id})" if old.record_id else "")
+            + f" {where}: equal priority {new.priority} and conditions that can match the same case; "
+            f"set a different priority or declare overrides=[{old.policy_id!r}]")
