@@ -23,6 +23,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from .errors import ValidationError
 from .query import Forgotten
 from .records import TS
 from .scope import Scope
@@ -154,6 +155,40 @@ class ForgetReport:
     at: datetime
     entry_id: str
     scope: str
+
+
+def forget_subject(lake, ledger: "Ledger", principal, subject: str, *, reason: str, clock, redactor) -> ForgetReport:
+    """Append the tombstone that hides *subject* inside the principal's subtree, at every basis.
+
+    Bumps the subject's deletion generation (stale workers' writes are refused) and
+    records the hidden rows and the transactions that wrote them (audit after purge).
+    The caller checks the principal's role.
+    """
+    import re
+
+    from .lake import commit_metadata, new_txn_id
+    from .records import SPECS, subject_key
+
+    if not isinstance(subject, str) or not subject.strip():
+        raise ValidationError("subject must be a non-empty string", field="subject")
+    if not reason or not str(reason).strip():
+        raise ValidationError("forget needs a reason (it goes into the audit trail)", field="reason")
+    lake.refresh()
+    key = subject_key(subject)
+    ids = records_to_forget(lake, key, principal.scope)
+    generation = ledger.generations([key]).get(key, 0) + 1
+    at = clock.read()
+    # the ledger outlives the purge and holds no content: not even the subject's name
+    clean_reason = re.sub(re.escape(subject.strip()), "<subject>", redactor.redact(reason)[0], flags=re.IGNORECASE)
+    meta = commit_metadata(txn_id=new_txn_id(), committed_at=at, op="forget", actor=principal.id,
+                           reason=clean_reason, records=len(ids))
+    wanted = set(ids)
+    txns = {txn for kind in SPECS
+            for rid, txn in zip(lake.known_rows(kind).column("record_id").to_pylist(),
+                                lake.known_rows(kind).column("txn_id").to_pylist()) if rid in wanted}
+    entry = ledger.append("forget", subject_key=key, generation=generation, record_ids=ids, at=at, by=principal.id,
+                          reason=clean_reason, scope=principal.scope.path, metadata=meta, txn_ids=txns)
+    return ForgetReport(key, generation, tuple(ids), at, entry, principal.scope.path)
 
 
 def records_to_forget(lake, key: str, scope: Scope) -> list[str]:

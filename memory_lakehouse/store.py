@@ -7,7 +7,6 @@ each call to the one module that owns the concept.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -17,7 +16,7 @@ from . import policy as policy_rules
 from .audit import AuditEvent, audit_trail
 from .errors import ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
-from .lake import Lake, commit_metadata, new_txn_id
+from .lake import Lake
 from .query import Visibility
 from .replay import ReplayResult
 from .records import (
@@ -277,33 +276,15 @@ class MemoryStore:
         hides its records, records scoped to it as an actor, and everything derived from
         them, inside the steward's subtree. The bytes stay until `purge`.
         """
-        from .forget import ForgetReport, records_to_forget
+        from .forget import forget_subject
 
         by = self._principal(by)
         by.check_steward(by.scope, "forget")
-        if not isinstance(subject, str) or not subject.strip():
-            raise ValidationError("subject must be a non-empty string", field="subject")
-        if not reason or not str(reason).strip():
-            raise ValidationError("forget needs a reason (it goes into the audit trail)", field="reason")
         self._sync_ledger()
-        self.lake.refresh()
-        key = subject_key(subject)
-        ids = records_to_forget(self.lake, key, by.scope)
-        generation = self.ledger.generations([key]).get(key, 0) + 1
-        at = self.clock.read()
-        # the ledger outlives the purge and holds no content: not even the subject's name
-        clean_reason = re.sub(re.escape(subject.strip()), "<subject>", self.writer.redactor.redact(reason)[0],
-                              flags=re.IGNORECASE)
-        meta = commit_metadata(txn_id=new_txn_id(), committed_at=at, op="forget", actor=by.id, reason=clean_reason,
-                               records=len(ids))
-        wanted = set(ids)
-        txns = {txn for kind in SPECS for rid, txn in zip(self.lake.known_rows(kind).column("record_id").to_pylist(),
-                                                           self.lake.known_rows(kind).column("txn_id").to_pylist())
-                if rid in wanted}
-        entry = self.ledger.append("forget", subject_key=key, generation=generation, record_ids=ids, at=at,
-                                   by=by.id, reason=clean_reason, scope=by.scope.path, metadata=meta, txn_ids=txns)
+        report = forget_subject(self.lake, self.ledger, by, subject, reason=reason, clock=self.clock,
+                                redactor=self.writer.redactor)
         self.vis.set_forgotten(self.ledger.forgotten())
-        return ForgetReport(key, generation, tuple(ids), at, entry, by.scope.path)
+        return report
 
     def purge(self, *, by: Principal, dry_run: bool = False, grace: timedelta = timedelta(0)) -> "PurgeReport":
         """Erase for real: every forgotten row (and derived copy) and memory past its expiry plus *grace*.
