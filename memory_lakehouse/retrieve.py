@@ -35,7 +35,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, KeysView, Mapping, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -144,6 +144,8 @@ class Retriever:
         self._orgs: dict[str, _OrgState] = {}
         self._lock = threading.RLock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._visible_memo: dict[tuple, tuple] = {}  # ids of cached visibility results -> candidates
+        self._mask_memo: dict[tuple, tuple] = {}  # (candidates, partition, size) -> allowed mask
 
     # ------------------------------------------------------------------ plumbing
 
@@ -188,6 +190,8 @@ class Retriever:
     def clear_caches(self) -> None:
         with self._lock:
             self._query_cache.clear()
+            self._visible_memo.clear()
+            self._mask_memo.clear()
             self._orgs.clear()
             self._index = None
 
@@ -341,7 +345,7 @@ class Retriever:
         candidates = self._visible(principal, basis, kinds=kinds, subject=subject, filters=filters)
         if not candidates:
             return []
-        allowed = {rid for rid in candidates}
+        allowed = candidates.keys()  # set-like: membership, iteration, len
         depth = max(k * 4, 20)
         lists: dict[str, list[tuple[str, float]]] = {}
 
@@ -357,13 +361,20 @@ class Retriever:
         self.trace("ranked lists: " + ", ".join(f"{name}={len(items)}" for name, items in lists.items()))
         return self._fuse(lists, candidates, k, weights)
 
-    def _vector_list(self, org: str, query: str, allowed: set[str], candidates: Mapping[str, tuple[str, int]],
+    def _vector_list(self, org: str, query: str, allowed: "KeysView[str]", candidates: Mapping[str, tuple[str, int]],
                      depth: int) -> list[tuple[str, float]]:
         state = self.sync(org)
         qvec = self.embed_query(query)
         part = state.partition
         assert part is not None
-        mask = part.mask(allowed)  # one id->label pass; reused by the walk
+        mask_key = (id(candidates), id(part), len(part))
+        cached = self._mask_memo.get(mask_key)
+        if cached is not None and cached[0] is candidates:
+            mask = cached[1]
+        else:
+            mask = part.mask(allowed)  # one id->label pass; reused by the walk, and by later reads
+            self._mask_memo.clear()
+            self._mask_memo[mask_key] = (candidates, mask)
         in_index = int(np.count_nonzero(mask))
         vec_hits = part.search(qvec, min(depth, in_index), allowed=mask, trace=self.trace) if in_index else []
         outside = [rid for rid in allowed if rid not in part] if in_index < len(allowed) else []
@@ -373,7 +384,7 @@ class Retriever:
             self.trace(f"vector: {len(outside)} visible row(s) outside the index scored exactly")
         return sorted(vec_hits, key=lambda p: -p[1])[:depth]
 
-    def _bm25_lists(self, org: str, query: str, allowed: set[str], candidates: Mapping[str, tuple[str, int]],
+    def _bm25_lists(self, org: str, query: str, allowed: "KeysView[str]", candidates: Mapping[str, tuple[str, int]],
                     depth: int) -> tuple[dict[str, list[tuple[str, float]]], float]:
         # lexical: BM25 over the org, masked to the allowed set; newer rows ranked apart
         lists: dict[str, list[tuple[str, float]]] = {}
@@ -408,15 +419,28 @@ class Retriever:
         unknown = sorted(set(filters or {}) - known)
         if unknown:
             raise ValidationError(f"no kind in {list(kinds)} has column(s) {unknown} to filter on", field="filters")
+        tables = []
         for kind in kinds:
             names = set(SPECS[kind].schema.names)
             kind_filters = {c: v for c, v in (filters or {}).items() if c in names}
             if filters and len(kind_filters) < len(filters):
                 continue  # a filter on a column this kind lacks excludes the kind
-            rows = self.vis.rows(kind, principal, basis, subject=subject, filters=kind_filters,
-                                 columns=["record_id", "_row"])
+            tables.append((kind, self.vis.rows(kind, principal, basis, subject=subject, filters=kind_filters,
+                                               columns=["record_id", "_row"])))
+        # the visibility cache hands back the same result objects while nothing changed:
+        # reuse what was built from them (the memo keeps them alive, so ids are not reused)
+        key = tuple(id(t) for _, t in tables)
+        with self._lock:
+            memo = self._visible_memo.get(key)
+            if memo is not None and all(a is b for (_, a), (_, b) in zip(memo[0], tables)):
+                return memo[1]
+        for kind, rows in tables:
             out.update(zip(rows.column("record_id").to_pylist(),
                            zip([kind] * rows.num_rows, rows.column("_row").to_pylist())))
+        with self._lock:
+            self._visible_memo[key] = (tables, out)
+            while len(self._visible_memo) > 64:
+                self._visible_memo.pop(next(iter(self._visible_memo)))
         return out
 
     def _texts(self, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]) -> list[str]:
