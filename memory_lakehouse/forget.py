@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Iterable, Mapping, Optional, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
@@ -563,11 +564,5 @@ def _surviving_values(lake) -> set[str]:
     for kind in SPECS:
         rows = lake.all_rows(kind)
         for f in ["subject", "evidence", "reason"] + [c.name for c in SPECS[kind].columns if c.type == pa.string()]:
-            out.update(v.strip('"') for v in pc_unique(rows.column(f)) if isinstance(v, str))
+            out.update(v.strip('"') for v in pc.unique(rows.column(f)).to_pylist() if isinstance(v, str))
     return out
-
-
-def pc_unique(column) -> list:
-    import pyarrow.compute as pc
-
-    return pc.unique(column).to_pylist()

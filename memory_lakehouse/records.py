@@ -33,7 +33,6 @@ import pyarrow as pa
 
 from .errors import ValidationError
 from .scope import Scope
-from .time import require_aware
 
 AUTHORITIES: tuple[str, ...] = (
     "model_guess",
@@ -524,9 +523,6 @@ def record_from_row(kind: str, row: Mapping[str, Any]) -> Envelope:
         kw["ttl"] = None if kind == "preference" else NOTE_TTL
     return spec.cls(**kw)
 
-
-def aware(value: Any, name: str, optional: bool = False) -> Optional[datetime]:
-    return require_aware(value, name, optional=optional)
 
 
 def from_dict(obj: Mapping[str, Any]) -> Envelope:

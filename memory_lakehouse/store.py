@@ -310,6 +310,7 @@ class MemoryStore:
             for stale in self.retriever.index.other_models():
                 shutil.rmtree(stale, ignore_errors=True)
         self.retriever.clear_caches()
+        self.vis.clear_cache()  # remembered read results may hold erased rows
         return rebuilt
 
     def _partition_holds_gone_rows(self, org: str) -> bool:

@@ -49,3 +49,19 @@ def test_a_write_or_a_forget_invalidates_the_cache_at_once(tmp_path):
     assert store.get_fact("user:1", "plan", by=alice).value == "Pro"
     store.forget("user:1", by=dpo, reason="erasure request")
     assert store.get_fact("user:1", "plan", by=alice) is None
+
+
+def test_purge_drops_every_remembered_read_result(tmp_path):
+    """Remembered results hold whole rows: after a purge none may stay in memory."""
+    now = [T0]
+    store = _store(tmp_path, now)
+    alice = ml.Principal("alice", ml.Scope("acme", "support"), role="curator")
+    dpo = ml.Principal("dpo", ml.Scope("acme"), role="steward")
+    store.write(ml.Fact("user:9", "email", "canary-9@example.org", T0, source="crm"), by=alice)
+    store.write(ml.Fact("user:10", "plan", "Pro", T0, source="crm"), by=alice)
+    store.get_fact("user:9", "email", by=alice)
+    store.get_fact("user:10", "plan", by=alice)
+    assert store.vis._cache  # white-box: the remembered results exist before the purge
+    store.forget("user:9", by=dpo, reason="erasure request")
+    store.purge(by=dpo)
+    assert not store.vis._cache
