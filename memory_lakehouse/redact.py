@@ -11,6 +11,7 @@ card numbers must pass the Luhn check.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Optional, Pattern
@@ -101,6 +102,20 @@ class Redactor:
 
         cleaned = self._combined.sub(replace, text)
         return cleaned, tuple(dict.fromkeys(found))
+
+    def suspects(self, texts: list[str]) -> set[int]:
+        """Indices of *texts* that may hold something to redact: one scan for a whole batch.
+
+        The batched write path joins its texts and runs the quick look once (a trigger
+        never spans the separator), then redacts only the texts it flags.
+        """
+        if self._quick is None:
+            return set(range(len(texts)))
+        starts, offset = [], 0
+        for text in texts:
+            starts.append(offset)
+            offset += len(text) + 1
+        return {bisect.bisect_right(starts, m.start()) - 1 for m in self._quick.finditer("\x00".join(texts))}
 
     def findings(self, text: str) -> tuple[str, ...]:
         return self.redact(text)[1]

@@ -112,8 +112,8 @@ class Writer:
     # ------------------------------------------------------------------ validate
 
     def _validate(self, record: Envelope, principal: Principal, scope: Optional[Scope], status: Status,
-                  now: datetime) -> tuple[Envelope, tuple[str, ...]]:
-        """Check and normalise one record; return it with the redactions applied."""
+                  now: datetime) -> Envelope:
+        """Check and normalise one record; return the writer's own copy of it (to redact next)."""
         spec_of(record)  # raises for non-records
         target = record.scope or scope or principal.scope
         if not isinstance(target, Scope):
@@ -149,8 +149,7 @@ class Writer:
             changes["approved_by"] = principal.id  # a direct write by a curator is its approval
         if changes["expires_at"] is None:
             changes["expires_at"] = self._default_expiry(record, changes)
-        found = self._redact(record, changes)
-        return _evolve(record, changes), found
+        return _evolve(record, changes)
 
     def _validate_kind(self, r: Envelope, now: datetime) -> dict[str, Any]:
         if isinstance(r, (Fact, Preference)):
@@ -231,31 +230,41 @@ class Writer:
             return changes["valid_from"] + r.ttl
         return None
 
-    def _redact(self, r: Envelope, changes: dict[str, Any]) -> tuple[str, ...]:
-        """Scrub secrets from the record's text fields (in *changes*) before anything is stored."""
-        found: list[str] = []
+    def _redact(self, records: Sequence[Envelope]) -> list[tuple[str, ...]]:
+        """Scrub secrets from the text fields of the writer's own *records* copies, in place.
 
-        def clean(value: Any) -> Any:
-            if type(value) is str:  # the common case first
-                text, kinds = self.redactor.redact(value)
-                if kinds:
-                    found.extend(kinds)
-                return text
-            if value is None or isinstance(value, (int, float, bool)):
-                return value
+        One quick scan covers the whole batch (`Redactor.suspects`); only flagged texts and
+        structured values (mappings, lists) go through the full patterns. Returns the kinds
+        of what was removed, per record.
+        """
+        found: list[list[str]] = [[] for _ in records]
+
+        def clean(value: Any, i: int) -> Any:
             if isinstance(value, str):
                 text, kinds = self.redactor.redact(value)
-                found.extend(kinds)
+                found[i].extend(kinds)
                 return text
             if isinstance(value, Mapping):
-                return {k: clean(v) for k, v in value.items()}
+                return {k: clean(v, i) for k, v in value.items()}
             if isinstance(value, (list, tuple)):
-                return type(value)(clean(v) for v in value)
+                return type(value)(clean(v, i) for v in value)
             return value
 
-        for name in _TEXT_FIELDS["envelope"] + _TEXT_FIELDS[r.kind]:
-            changes[name] = clean(changes[name] if name in changes else getattr(r, name))
-        return tuple(dict.fromkeys(found))
+        texts: list[str] = []
+        where: list[tuple[int, str]] = []
+        for i, r in enumerate(records):
+            values = r.__dict__
+            for name in _TEXT_FIELDS["envelope"] + _TEXT_FIELDS[r.kind]:
+                value = values[name]
+                if type(value) is str:
+                    texts.append(value)
+                    where.append((i, name))
+                elif value is not None and not isinstance(value, (int, float, bool)):
+                    values[name] = clean(value, i)
+        for j in self.redactor.suspects(texts):
+            i, name = where[j]
+            records[i].__dict__[name] = clean(texts[j], i)
+        return [tuple(dict.fromkeys(f)) for f in found]
 
     # ------------------------------------------------------------------ approve / retract
 
@@ -374,7 +383,11 @@ class Writer:
         op: str = "write",
         reconcile: bool = True,
     ) -> BatchResult:
-        """Validate, redact, reconcile and append *records* in one transaction."""
+        """Validate, redact, reconcile and append *records* in one transaction.
+
+        Records are copied once (`_validate`); later steps fill in that copy, which no
+        caller has seen yet, instead of copying a frozen record again per step.
+        """
         if not isinstance(principal, Principal):
             raise ValidationError("by= must be a Principal", field="by")
         if isinstance(records, Envelope):
@@ -383,11 +396,12 @@ class Writer:
             return BatchResult((), None)
         now = self.lake.clock.peek()
         self._allowed: set[tuple[Scope, str]] = set()
-        prepared = [self._validate(r, principal, scope, status, now) for r in records]
-        for kind in {r.kind for r, _ in prepared}:
+        validated = [self._validate(r, principal, scope, status, now) for r in records]
+        prepared = list(zip(validated, self._redact(validated)))
+        for kind in {r.kind for r in validated}:
             for check in self.checks.get(kind, ()):
-                check([r for r, _ in prepared if r.kind == kind], self.vis, principal, status)
-        keys = {subject_key(r.subject_name) for r, _ in prepared}
+                check([r for r in validated if r.kind == kind], self.vis, principal, status)
+        keys = {subject_key(r.subject_name) for r in validated}
         current = self.generations(keys)
         if generation is not None:
             for key in keys:
@@ -414,12 +428,10 @@ class Writer:
         tables = {k: self._table(k, v, txn_id, status, current) for k, v in rows.items()}
         versions = self.lake.append(tables, meta)
         committed_at = self.lake.txn_known_since(txn_id) or committed_at  # later if a racing commit landed first
-        results = tuple(
-            res if res.action == "duplicate" else _evolve(
-                res, {"txn_id": txn_id, "version": versions.get(rec.kind), "known_since": committed_at})
-            for rec, res, _ in planned
-        )
-        return BatchResult(results, txn_id, versions, committed_at)
+        for rec, res, _ in planned:  # the writer's own result objects, not yet handed out
+            if res.action != "duplicate":
+                res.__dict__.update(txn_id=txn_id, version=versions.get(rec.kind), known_since=committed_at)
+        return BatchResult(tuple(res for _, res, _ in planned), txn_id, versions, committed_at)
 
     def _reconcile(self, prepared: Sequence[tuple[Envelope, tuple[str, ...]]], status: Status,
                    reason: Optional[str], enabled: bool) -> list[tuple[Envelope, WriteResult, tuple[str, ...]]]:
@@ -467,8 +479,8 @@ class Writer:
             supersedes = r.supersedes or (pred[2] if pred is not None else None)
             action: Action = "superseded" if supersedes else "inserted"
             slot.insert(pos, (valid_from, len(slot) + 10**9, record_id, chash, _ends_at(r)))
-            r = _evolve(r, {"record_id": record_id, "lineage_id": lineages[i], "supersedes": supersedes,
-                            "reason": r.reason or ((reason or "value changed") if supersedes else None)})
+            r.__dict__.update(record_id=record_id, lineage_id=lineages[i], supersedes=supersedes,
+                              reason=r.reason or ((reason or "value changed") if supersedes else None))
             hashes[record_id] = chash
             planned.append((r, WriteResult(record_id, action, kind, lineages[i], r.scope, supersedes=supersedes,
                                            redacted=redacted), redacted))
