@@ -65,3 +65,43 @@ def test_purge_drops_every_remembered_read_result(tmp_path):
     store.forget("user:9", by=dpo, reason="erasure request")
     store.purge(by=dpo)
     assert not store.vis._cache
+
+
+def test_a_subject_picked_from_the_readers_visible_set_matches_the_narrowed_query(tmp_path):
+    """Repeated reads at one basis are served from the reader's whole visible set; every
+    slot must come out exactly as the subject-narrowed query returns it: supersession,
+    the most specific scope, retraction, expiry, forgetting and sibling scopes included."""
+    now = [T0 + timedelta(days=30)]
+    store = _store(tmp_path, now)
+    lead = ml.Principal("lead", ml.Scope("acme"), role="curator")
+    dpo = ml.Principal("dpo", ml.Scope("acme"), role="steward")
+    team, sibling = ml.Scope("acme", "support", "tier2"), ml.Scope("acme", "support", "tier1")
+    reader = ml.Principal("reader", ml.Scope("acme", "support", "tier2", "ann"), role="member")
+    written = []
+    for i in range(12):
+        subject = f"user:{i}"
+        written.append(store.write(ml.Fact(subject, "plan", "Free", T0, source="crm", scope=ml.Scope("acme")), by=lead))
+        if i % 2:
+            store.write(ml.Fact(subject, "plan", "Pro", T0 + timedelta(days=i), source="crm", scope=team), by=lead)
+        if i % 3 == 0:
+            store.write(ml.Fact(subject, "plan", "Team", T0 + timedelta(days=1), source="crm", scope=sibling), by=lead)
+        if i % 4 == 1:
+            store.write(ml.Fact(subject, "region", "EU", T0, source="crm", scope=team,
+                                expires_at=T0 + timedelta(days=20)), by=lead)
+    store.retract(written[5].record_id, by=lead, reason="wrong plan")
+    store.forget("user:7", by=dpo, reason="erasure request")
+
+    def narrowed(subject, attribute):
+        basis = store._basis(None, None, None)
+        bases = ml.query.bases_table([("read", reader, basis, subject)])
+        rows = store.vis.visible("fact", bases, filters={"attribute": attribute})
+        return rows.column("record_id").to_pylist()
+
+    lines = []
+    with store.tracer(lambda message, *_: lines.append(message)):
+        for _ in range(2):
+            for i in range(12):
+                for attribute in ("plan", "region"):
+                    fact = store.get_fact(f"user:{i}", attribute, by=reader)
+                    assert ([fact.record_id] if fact else []) == narrowed(f"user:{i}", attribute), (i, attribute)
+    assert any("picked from the reader's remembered visible set" in line for line in lines)
