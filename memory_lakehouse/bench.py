@@ -101,7 +101,7 @@ def read_figures(store, n_records: int, rounds: int) -> dict[str, Any]:
     reader = Principal("reader", Scope("org03", "support", "team1"), role="member")
     actor = Principal("actor-7", Scope("org07", "support", "tier2", "actor-7"), role="member")
     slots = visible_slots(n_records, rng, rounds)
-    found = {"now": 0, "past": 0}
+    found = {"now": 0, "past": 0, "after_write": 0}
 
     def fact_now(slot):
         found["now"] += store.get_fact(slot[0], slot[1], by=reader) is not None
@@ -112,6 +112,11 @@ def read_figures(store, n_records: int, rounds: int) -> dict[str, Any]:
         when = T0 + timedelta(minutes=(slot[2] // window + 1) * window, hours=2)
         found["past"] += store.get_fact(slot[0], slot[1], by=reader, as_of=when) is not None
 
+    def fact_after_write(slot):  # every write changes the snapshot: the read runs the narrowed query
+        t = time.perf_counter()
+        found["after_write"] += store.get_fact(slot[0], slot[1], by=reader) is not None
+        return time.perf_counter() - t
+
     it_now, it_past = iter(slots), iter(slots)
     queries = [" ".join(rng.choice(WORDS) for _ in range(3)) for _ in range(rounds)]
     qi = iter(queries * 8)
@@ -121,6 +126,7 @@ def read_figures(store, n_records: int, rounds: int) -> dict[str, Any]:
     out = {
         "get_fact_now": _time(lambda: fact_now(next(it_now)), rounds),
         "get_fact_past": _time(lambda: fact_past(next(it_past)), rounds),
+        "get_fact_now_after_a_write": _read_after_write(store, lambda i: fact_after_write(slots[i]), few),
         "recall_now": _time(lambda: store.recall(next(qi), by=reader, kinds=["fact"]), few),
         "recall_past_fixed_basis": _time(lambda: store.recall(next(qi), by=reader, kinds=["fact"], as_of=fixed_past),
                                          few),
@@ -128,8 +134,18 @@ def read_figures(store, n_records: int, rounds: int) -> dict[str, Any]:
                                                                 as_of=next(pasts)), few),
         "recall_actor_scope": _time(lambda: store.recall(next(qi), by=actor, kinds=["fact"]), few),
     }
-    out["get_fact_hit_rate"] = {k: round(v / rounds, 3) for k, v in found.items()}
+    out["get_fact_hit_rate"] = {k: round(v / (few if k == "after_write" else rounds), 3) for k, v in found.items()}
     return out
+
+
+def _read_after_write(store, read: Callable[[int], float], n: int) -> dict[str, float]:
+    """Time *read* only, each time right after a single write elsewhere (no read result can be reused)."""
+    writer = Principal("bench-writer", Scope("org19", "support"), role="member")
+    out = []
+    for i in range(n):
+        store.write(Fact(f"interleaved:{i}", "plan", f"value {i}", T0, source="bench@v1"), by=writer)
+        out.append(read(i) * 1000)
+    return {"p50_ms": _pct(out, 0.5), "p99_ms": _pct(out, 0.99), "mean_ms": round(statistics.fmean(out), 3)}
 
 
 class _ManualClock:

@@ -162,3 +162,19 @@ def test_a_secret_in_the_source_or_the_reason_never_reaches_the_log(store, clock
     root = Path(store.root)
     assert {s: w for s, w in occurrences(root, SECRETS).items() if w} == {}
     assert occurrences(root, ["[REDACTED:bearer_token]"], where=in_log)["[REDACTED:bearer_token]"]
+
+
+def test_a_batch_redacts_each_record_as_a_single_write_would(store, clock):
+    """write_many scans the whole batch at once; each record must come out as `Redactor.redact` makes it,
+    clean neighbours untouched, and a card number written in non-ASCII digits caught too."""
+    clock.set(day(2))
+    arabic_card = "".join(chr(0x0660 + int(c)) if c.isdigit() else c for c in CARD)
+    values = ["plain words", f"use {BEARER}", "whiskey tango", f"card {arabic_card}", "", f"mail ann@example.org",
+              f"{API_KEY} and {CARD}", "nothing here either"]
+    batch = store.write_many([fact(f"user:{i}", "note", v or "-", day(1)) for i, v in enumerate(values)], by=MEMBER)
+    redactor = ml.Redactor()
+    for i, (value, result) in enumerate(zip(values, batch)):
+        expected, kinds = redactor.redact(value or "-")
+        assert store.get_fact(f"user:{i}", "note", by=MEMBER).value == expected
+        assert set(result.redacted) == set(kinds)
+    assert "[REDACTED:card_number]" in store.get_fact("user:3", "note", by=MEMBER).value
