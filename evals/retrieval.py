@@ -9,14 +9,21 @@ k. Visibility is applied before ranking, so that count must be 0 for every mode.
 reference row, the better of the lexical and vector ranks per query, shows how much
 the two signals have to offer each other on the fixture.
 
-Exit status 1 when hybrid does not beat both single signals on MRR or any distractor
-appears. The embedder is the store's default (MiniLM); ``--embedder hashing`` runs
-without the model (its "vector" signal then only matches shared words).
+Queries are split in two halves by a hash of their id (`split_of`), fixed before any
+ranking constant was chosen: the hybrid's one tuned constant, the weight of lexical
+coverage in fusion (`memory_lakehouse.retrieve.FUSION_ALPHA`), is chosen on *dev* only
+(``--tune`` sweeps `ALPHAS` and picks the best dev MRR, the smallest weight on a tie) and
+*test* is held out; every mode is reported on the whole fixture and on each half.
+
+Exit status 1 when hybrid does not beat both single signals on MRR (whole fixture) or
+any distractor appears. The embedder is the store's default (MiniLM); ``--embedder
+hashing`` runs without the model (its "vector" signal then only matches shared words).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import tempfile
@@ -34,6 +41,16 @@ FIXTURE = Path(__file__).resolve().parent.parent / "data" / "retrieval" / "fixtu
 MODES: dict[str, Optional[tuple[str, ...]]] = {"lexical": ("bm25",), "vector": ("vector",), "hybrid": None}
 KINDS = {"fact": ml.Fact, "preference": ml.Preference, "episode": ml.Episode, "reference": ml.Reference}
 TIMES = ("valid_from", "observed_at", "published_at")
+#: Queries are split once, by a hash of their id, before any ranking constant is chosen:
+#: constants of the ranker may be chosen on "dev" only; "test" is reported as held out.
+SPLITS = ("dev", "test")
+#: The fusion weights ``--tune`` tries on the dev split (declared before the sweep was run).
+ALPHAS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+
+
+def split_of(qid: str) -> str:
+    """The query's split, "dev" or "test": the first byte of SHA-256 of its id, even or odd."""
+    return SPLITS[hashlib.sha256(f"retrieval-split:{qid}".encode()).digest()[0] % 2]
 
 
 @dataclass(frozen=True)
@@ -108,12 +125,14 @@ def word_overlap(fixture: Fixture) -> dict[str, float]:
             "queries_sharing_no_word_with_answer": sum(1 for s in shares if s == 0)}
 
 
-def evaluate(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k: int = 10) -> dict[str, Any]:
-    """Ask every query in every mode; score ranks and count distractors returned."""
+def evaluate(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k: int = 10,
+             modes: Optional[dict[str, Optional[tuple[str, ...]]]] = None) -> dict[str, Any]:
+    """Ask every query in every mode; score ranks (overall and per split) and count distractors returned."""
     label_of = {rid: label for label, rid in ids.items()}
     memory = {m["label"]: m for m in fixture.memories}
+    qsplits = [split_of(q["qid"]) for q in fixture.queries]
     out: dict[str, Any] = {}
-    for mode, signals in MODES.items():
+    for mode, signals in (MODES if modes is None else modes).items():
         ranks: list[Optional[int]] = []
         distractors: Counter[str] = Counter()
         misses = []
@@ -136,18 +155,45 @@ def evaluate(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k:
                 misses.append({"qid": q["qid"], "rank": rank, "top": ranked[:3]})
         out[mode] = {
             **scores(ranks, k),
+            "splits": split_scores(ranks, qsplits, k),
             "distractor_hits": {"superseded": distractors["superseded"], "out_of_scope": distractors["out_of_scope"]},
             "ms_per_query": round((time.perf_counter() - started) * 1000 / len(ranks), 2),
             "misses": misses,
             "ranks": ranks,
         }
-    # how complementary the two signals are: per query, the better of the two single-signal ranks
-    best = [min((r for r in pair if r is not None), default=None)
-            for pair in zip(out["lexical"]["ranks"], out["vector"]["ranks"])]
-    out["oracle_switch"] = scores(best, k)
+    if "lexical" in out and "vector" in out:
+        # how complementary the two signals are: per query, the better of the two single-signal ranks
+        best = [min((r for r in pair if r is not None), default=None)
+                for pair in zip(out["lexical"]["ranks"], out["vector"]["ranks"])]
+        out["oracle_switch"] = {**scores(best, k), "splits": split_scores(best, qsplits, k)}
     for row in out.values():
         row.pop("ranks", None)
     return out
+
+
+def tune(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k: int = 10,
+         alphas: Sequence[float] = ALPHAS) -> dict[str, Any]:
+    """Sweep the fusion weight: hybrid scores per alpha; the pick is the best *dev* MRR (smallest alpha on a tie).
+
+    The test half only reports what the pick does on queries it was not chosen on.
+    """
+    key = f"mrr@{k}"
+    retriever = store.retriever
+    rows = []
+    try:
+        for alpha in alphas:
+            retriever.fusion_alpha = alpha
+            row = evaluate(store, fixture, ids, k=k, modes={"hybrid": None})["hybrid"]
+            rows.append({"alpha": alpha, "all": {m: row[m] for m in ("hit@1", "hit@5", key)}, **row["splits"]})
+    finally:
+        del retriever.fusion_alpha  # back to the class default
+    pick = max(rows, key=lambda r: (r["dev"][key], -r["alpha"]))
+    return {"rule": "best dev MRR, smallest alpha on a tie", "picked": pick["alpha"],
+            "default": type(retriever).fusion_alpha, "sweep": rows}
+
+
+def split_scores(ranks: Sequence[Optional[int]], splits: Sequence[str], k: int) -> dict[str, dict[str, float]]:
+    return {name: scores([r for r, s in zip(ranks, splits) if s == name], k) for name in SPLITS}
 
 
 def scores(ranks: Sequence[Optional[int]], k: int) -> dict[str, float]:
@@ -159,12 +205,13 @@ def scores(ranks: Sequence[Optional[int]], k: int) -> dict[str, float]:
     }
 
 
-def run(fixture_path: Path = FIXTURE, *, embedder: Any = None, k: int = 10) -> dict[str, Any]:
+def run(fixture_path: Path = FIXTURE, *, embedder: Any = None, k: int = 10, sweep: bool = False) -> dict[str, Any]:
     fixture = Fixture.load(fixture_path)
     with tempfile.TemporaryDirectory(prefix="memlake-eval-retrieval-") as root:
         store = ml.open(root, clock=lambda: fixture.now, embedder=embedder)
         ids = load_store(store, fixture)
         modes = evaluate(store, fixture, ids, k=k)
+        tuning = tune(store, fixture, ids, k=k) if sweep else None
     model = (embedder or ml.MiniLMEmbedder).name
     roles = Counter(m["role"] for m in fixture.memories)
     return {
@@ -172,7 +219,9 @@ def run(fixture_path: Path = FIXTURE, *, embedder: Any = None, k: int = 10) -> d
                     "roles": dict(sorted(roles.items())), **word_overlap(fixture)},
         "embedder": model,
         "k": k,
+        "splits": dict(Counter(split_of(q["qid"]) for q in fixture.queries)),
         "modes": modes,
+        **({"tuning": tuning} if tuning else {}),
     }
 
 
@@ -208,6 +257,22 @@ def markdown(report: dict[str, Any]) -> str:
     o = report["modes"]["oracle_switch"]
     lines.append(f"| *(reference: better of lexical/vector per query)* | {o['hit@1']:.3f} | {o['hit@5']:.3f} | "
                  f"{o[key]:.3f} | | | |")
+    n = report["splits"]
+    lines += ["", f"By split (dev: {n.get('dev', 0)} queries, constants chosen here; "
+                  f"test: {n.get('test', 0)} queries, held out):", "",
+              f"| mode | dev hit@1 | dev {key.upper()} | test hit@1 | test hit@5 | test {key.upper()} |",
+              "|---|---|---|---|---|---|"]
+    for mode, row in report["modes"].items():
+        d, t = row["splits"]["dev"], row["splits"]["test"]
+        lines.append(f"| {mode} | {d['hit@1']:.3f} | {d[key]:.3f} | {t['hit@1']:.3f} | {t['hit@5']:.3f} | "
+                     f"{t[key]:.3f} |")
+    if "tuning" in report:
+        tuning = report["tuning"]
+        lines += ["", f"Fusion weight sweep (hybrid; pick: {tuning['rule']} -> alpha {tuning['picked']}; "
+                      f"the store's default is {tuning['default']}):", "",
+                  f"| alpha | dev {key.upper()} | test {key.upper()} | all {key.upper()} |", "|---|---|---|---|"]
+        for row in tuning["sweep"]:
+            lines.append(f"| {row['alpha']} | {row['dev'][key]:.3f} | {row['test'][key]:.3f} | {row['all'][key]:.3f} |")
     return "\n".join(lines)
 
 
@@ -218,9 +283,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="default: the store's offline MiniLM model; hashing: no model (quick, lexical)")
     parser.add_argument("-k", type=int, default=10, help="results per query (MRR is cut at k)")
     parser.add_argument("--misses", action="store_true", help="list each mode's queries not ranked first")
+    parser.add_argument("--tune", action="store_true",
+                        help="also sweep the hybrid's fusion weight; the pick is made on the dev split only")
     args = parser.parse_args(argv)
     embedder = ml.HashingEmbedder(dim=384) if args.embedder == "hashing" else None
-    report = run(args.fixture, embedder=embedder, k=args.k)
+    report = run(args.fixture, embedder=embedder, k=args.k, sweep=args.tune)
     problems = verdict(report)
     report["passed"] = not problems
     report["problems"] = problems

@@ -11,11 +11,14 @@ returned. Ranking never widens it:
    selective filter never starves top-k; visible rows the partition does not hold yet
    (written since it was built) are embedded and scored exactly, then added —
    read-your-writes without waiting for a rebuild;
-3. **lexical** — BM25 (bm25s) over the org's rows, masked to the allowed set; rows
-   newer than the BM25 build are ranked by a small BM25 of their own;
-4. **fuse** — weighted reciprocal-rank fusion (k=60) of those ranked lists; the BM25
-   lists weigh as much as their best hit explains of the query (`lexical_weight`); one hit per slot
-   (the visibility query already returns one row per lineage);
+3. **lexical** — BM25 (bm25s; Snowball-stemmed words, English stopwords dropped) over
+   the org's rows, masked to the allowed set; rows newer than the BM25 build are ranked
+   by a small BM25 of their own;
+4. **fuse** — a convex combination, over the union of both lists, of the cosine
+   similarity and the *lexical coverage* (the share of the query's IDF mass a row's
+   words match), each on its theoretical [0, 1] scale (`fuse_scores`, weight
+   `FUSION_ALPHA`); one hit per slot (the visibility query already returns one row per
+   lineage);
 5. **budget** — `context` packs the best hits into a token budget, one line each with
    its kind, valid time, source and evidence.
 
@@ -48,8 +51,19 @@ from .records import KINDS, SPECS, Envelope, record_from_row
 from .scope import Principal
 from .time import Basis
 
-#: Reciprocal-rank fusion constant (Cormack et al. 2009): damps the weight of top ranks.
+#: Reciprocal-rank fusion constant (Cormack et al. 2009): merges the lists of one signal.
 RRF_K = 60
+#: Weight of lexical coverage in the fused score, (1 - a) * cosine01 + a * coverage (both
+#: on their theoretical [0, 1] scale). Chosen on the *dev* half of the labelled retrieval
+#: fixture only (``python -m evals.retrieval --tune``; the split is by a hash of the query
+#: id); the held-out *test* half is reported apart. See docs/design-notes.md, "Fusion".
+FUSION_ALPHA = 0.1
+#: Lexical tokens: runs of two or more letters or digits (``sso_provider`` -> sso, provider;
+#: ``C-20417`` -> 20417), lower-cased, NLTK's English stopwords dropped (bm25s "en_plus"),
+#: Snowball-stemmed (PyStemmer) so that "invoices" matches "invoiced".
+TOKEN_PATTERN = r"(?u)[^\W_]{2,}"
+STOPWORDS = "en_plus"
+STEMMER = "english"
 #: Persist a caught-up partition once this many rows were added since its last save.
 SAVE_EVERY = 512
 #: Rebuild an org's BM25 model once rows newer than it exceed this share of it.
@@ -62,7 +76,13 @@ SIGNALS: tuple[str, ...] = ("vector", "bm25")
 
 @dataclass(frozen=True)
 class Hit:
-    """One recalled memory, with its fused score and the reasons it was returned."""
+    """One recalled memory, with its score and the reasons it was returned.
+
+    ``score`` is what the hits were ordered by: the fused score in [0, 1] when both
+    signals rank (`fuse_scores`), the cosine mapped to [0, 1] for vectors alone, the BM25
+    score for BM25 alone, 0 for a visible row no signal reached. ``why`` names the scope,
+    each signal's rank and raw score, and the lexical coverage.
+    """
 
     record: Envelope
     score: float
@@ -75,15 +95,49 @@ class Hit:
         return self.record.record_id or ""
 
 
+_local = threading.local()
+
+
+def _stemmer() -> Any:
+    """One Snowball stemmer per thread (PyStemmer objects are not thread-safe)."""
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _local.stemmer = Stemmer.Stemmer(STEMMER)
+    return stemmer
+
+
 def _tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """Lexical tokens of each text (see `TOKEN_PATTERN`): what BM25 and coverage compare.
+
+    >>> _tokenize(["Invoices: customer:C-20417 sso_provider", "the invoiced customers"])
+    [['invoic', 'custom', '20417', 'sso', 'provid'], ['invoic', 'custom']]
+    """
     import bm25s
 
-    return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+    return bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), token_pattern=TOKEN_PATTERN,
+                          return_ids=False, show_progress=False)
 
 
 def lexical_scores(query: str, texts: Sequence[str]) -> np.ndarray:
     """BM25 score of *query* against each of *texts* (zeros when nothing matches)."""
     return _Bm25(list(texts)).scores(query)
+
+
+def fuse_scores(cosine: float, coverage: float, alpha: float = FUSION_ALPHA) -> float:
+    """Convex combination of a cosine similarity and a lexical coverage, both mapped to [0, 1].
+
+    Each signal is normalised by its *theoretical* range — cosine from [-1, 1], coverage
+    already in [0, 1] — not by the best score of the query's list, so a query whose best
+    lexical match covers a tenth of it cannot count that match as a perfect one (Bruch
+    et al. 2022, "An Analysis of Fusion Functions for Hybrid Retrieval": convex
+    combination of theoretically normalised scores over reciprocal-rank fusion).
+
+    >>> fuse_scores(1.0, 1.0), fuse_scores(-1.0, 0.0), fuse_scores(0.0, 1.0, alpha=0.5)
+    (1.0, 0.0, 0.75)
+    """
+    return (1.0 - alpha) * (cosine + 1.0) / 2.0 + alpha * coverage
 
 
 class _Bm25:
@@ -99,14 +153,41 @@ class _Bm25:
             self.model = bm25s.BM25()
             self.model.index(corpus, show_progress=False)
 
+    def _column(self, token: str) -> Optional[int]:
+        """The token's column in the model's term matrix (None: no row holds it)."""
+        if self.model is None:
+            return None
+        col = self.model.vocab_dict.get(token)
+        return col if col is not None and col + 1 < len(self.model.scores["indptr"]) else None
+
     def idf(self, tokens: Sequence[str]) -> list[float]:
         """Lucene-style IDF of each token here; a token no row holds is as rare as can be."""
         indptr = self.model.scores["indptr"] if self.model is not None else None
         out = []
         for token in tokens:
-            col = self.model.vocab_dict.get(token) if self.model is not None else None
+            col = self._column(token)
             df = int(indptr[col + 1] - indptr[col]) if col is not None else 0
             out.append(math.log(1.0 + (self.size - df + 0.5) / (df + 0.5)))
+        return out
+
+    def coverage(self, query: str, idf_from: Optional["_Bm25"] = None) -> np.ndarray:
+        """Per row, the share of the query's IDF mass its words match (`lexical_coverage`), in [0, 1].
+
+        One pass over the rows holding each query word (the term matrix's columns), as
+        cheap as BM25 scoring itself. *idf_from*: the model whose IDF weighs the words
+        (rows newer than the org's model are weighed by the org's, not by their own few).
+        """
+        out = np.zeros(self.size, dtype=np.float32)
+        words = list(dict.fromkeys(_tokenize([query])[0]))
+        if not words or self.model is None:
+            return out
+        idf = (idf_from or self).idf(words)
+        total = sum(idf)
+        indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
+        for word, weight in zip(words, idf):
+            col = self._column(word)
+            if col is not None:
+                out[indices[indptr[col]:indptr[col + 1]]] += weight / total
         return out
 
     def scores(self, query: str, mask: Optional[np.ndarray] = None) -> np.ndarray:
@@ -134,6 +215,10 @@ class _OrgState:
 
 class Retriever:
     """Keeps the derived search structures in step with the store and runs recall."""
+
+    #: Weight of lexical coverage in hybrid fusion (`fuse_scores`); an instance may override it
+    #: (the retrieval eval's ``--tune`` sweep does, on the dev split).
+    fusion_alpha: float = FUSION_ALPHA
 
     def __init__(self, vis: Visibility, embedder: Any, *, index_root: Optional[Path] = None) -> None:
         self.vis = vis
@@ -353,13 +438,14 @@ class Retriever:
         # the partition does not hold yet (sync adds them first: read-your-writes)
         if "vector" in signals:
             lists["vector"] = self._vector_list(org, query, allowed, candidates, depth)
-        weights = {}
+        coverage: Optional[Callable[[str], float]] = None
         if "bm25" in signals:
-            lexical, weight = self._bm25_lists(org, query, allowed, candidates, depth)
-            weights = dict.fromkeys(lexical, weight)
+            lexical, coverage = self._bm25_lists(org, query, allowed, candidates, depth)
             lists.update(lexical)
         self.trace("ranked lists: " + ", ".join(f"{name}={len(items)}" for name, items in lists.items()))
-        return self._fuse(lists, candidates, k, weights)
+        if "vector" in lists and coverage is not None:
+            return self._fuse(org, query, lists, candidates, k, coverage)
+        return self._rank(lists, candidates, k)
 
     def _vector_list(self, org: str, query: str, allowed: "KeysView[str]", candidates: Mapping[str, tuple[str, int]],
                      depth: int) -> list[tuple[str, float]]:
@@ -385,8 +471,9 @@ class Retriever:
         return sorted(vec_hits, key=lambda p: -p[1])[:depth]
 
     def _bm25_lists(self, org: str, query: str, allowed: "KeysView[str]", candidates: Mapping[str, tuple[str, int]],
-                    depth: int) -> tuple[dict[str, list[tuple[str, float]]], float]:
-        # lexical: BM25 over the org, masked to the allowed set; newer rows ranked apart
+                    depth: int) -> tuple[dict[str, list[tuple[str, float]]], Callable[[str], float]]:
+        """BM25 over the org, masked to the allowed set (newer rows ranked apart), and each
+        visible row's lexical coverage of the query (weighed by the org model's IDF)."""
         lists: dict[str, list[tuple[str, float]]] = {}
         bstate = self._bm25(org)
         assert bstate.bm25 is not None and bstate.bm25_ids is not None and bstate.bm25_rids is not None
@@ -402,14 +489,21 @@ class Retriever:
         lists["bm25"] = hits
         newer = [rid for rid in allowed if rid not in bstate.bm25_ids] \
             if len(allowed) > len(bstate.bm25_ids) or bstate.bm25_versions != self._versions() else []
+        newer_coverage: dict[str, float] = {}
         if newer:
-            fresh = _Bm25(self._texts(newer, candidates)).scores(query)
+            small = _Bm25(self._texts(newer, candidates))
+            fresh = small.scores(query)
             lists["bm25-new"] = sorted(((rid, float(s)) for rid, s in zip(newer, fresh) if s > 0),
                                        key=lambda p: -p[1])[:depth]
-        best = next((items[0][0] for items in lists.values() if items), None)
-        weight = lexical_weight(query, self._texts([best], candidates)[0], bstate.bm25) if best else 0.0
-        self.trace(f"bm25 weight {weight:.2f} (share of the query's IDF its best hit matches)")
-        return lists, weight
+            newer_coverage = dict(zip(newer, small.coverage(query, idf_from=bstate.bm25).tolist()))
+        covered = bstate.bm25.coverage(query)
+        ids = bstate.bm25_ids
+
+        def coverage(rid: str) -> float:
+            pos = ids.get(rid)
+            return float(covered[pos]) if pos is not None else newer_coverage.get(rid, 0.0)
+
+        return lists, coverage
 
     def _visible(self, principal: Principal, basis: Basis, *, kinds: Sequence[str], subject: Optional[str],
                  filters: Optional[Mapping[str, Any]]) -> dict[str, tuple[str, int]]:
@@ -454,19 +548,69 @@ class Retriever:
             out.update(zip(ids, SPECS[kind].search_text(rows).to_pylist()))
         return [out[r] for r in rids]
 
-    def _fuse(self, lists: Mapping[str, list[tuple[str, float]]], candidates: Mapping[str, tuple[str, int]],
-              k: int, weights: Mapping[str, float] = {}) -> list[Hit]:
+    def _rank(self, lists: Mapping[str, list[tuple[str, float]]], candidates: Mapping[str, tuple[str, int]],
+              k: int) -> list[Hit]:
+        """One signal: its lists merged by reciprocal rank (k=60; one list keeps its own order).
+
+        BM25 ranks rows newer than the org's model in a list of its own, whose scores come
+        from another model: ranks, not scores, merge them.
+        """
         fused: dict[str, float] = {}
-        signals: dict[str, list[str]] = {}
+        why: dict[str, list[str]] = {}
         for name, items in lists.items():
-            weight = weights.get(name, 1.0)
             for rank, (rid, score) in enumerate(items, start=1):
-                fused[rid] = fused.get(rid, 0.0) + weight / (RRF_K + rank)
-                signals.setdefault(rid, []).append(f"{name} #{rank} ({score:.3f})")
+                fused[rid] = fused.get(rid, 0.0) + 1.0 / (RRF_K + rank)
+                why.setdefault(rid, []).append(f"{name} #{rank} ({score:.3f})")
+        return self._top(fused, why, candidates, k)
+
+    def _fuse(self, org: str, query: str, lists: Mapping[str, list[tuple[str, float]]],
+              candidates: Mapping[str, tuple[str, int]], k: int, coverage: Callable[[str], float]) -> list[Hit]:
+        """Both signals: every row either list ranked, by `fuse_scores` of its cosine and coverage.
+
+        A row only BM25 reached gets its exact cosine (from the partition, or embedded if
+        the partition does not hold it), so both signals score every row of the pool.
+        """
+        why: dict[str, list[str]] = {}
+        for name, items in lists.items():
+            for rank, (rid, score) in enumerate(items, start=1):
+                why.setdefault(rid, []).append(f"{name} #{rank} ({score:.3f})")
+        cosine = {rid: score for rid, score in lists["vector"]}
+        missing = [rid for rid in why if rid not in cosine]
+        if missing:
+            cosine.update(self._cosines(org, query, missing, candidates))
+        alpha = float(self.fusion_alpha)
+        fused: dict[str, float] = {}
+        for rid, parts in why.items():
+            cov = coverage(rid)
+            fused[rid] = fuse_scores(cosine[rid], cov, alpha)
+            parts.append(f"cosine {cosine[rid]:.3f}, lexical coverage {cov:.2f}")
+        self.trace(f"fused {len(fused)} row(s): (1 - {alpha:g}) * cosine01 + {alpha:g} * lexical coverage")
+        return self._top(fused, why, candidates, k)
+
+    def _cosines(self, org: str, query: str, rids: Sequence[str],
+                 candidates: Mapping[str, tuple[str, int]]) -> dict[str, float]:
+        """Exact cosine of the query with each of a few visible rows."""
+        part = self.sync(org).partition
+        q = np.asarray(self.embed_query(query), dtype=np.float32)
+        q = q / (float(np.linalg.norm(q)) or 1.0)
+        inside = [rid for rid in rids if part is not None and rid in part]
+        outside = [rid for rid in rids if part is None or rid not in part]
+        out: dict[str, float] = {}
+        for ids, vectors in ((inside, part.vectors_of(inside) if inside and part is not None else None),
+                             (outside, self.embedder.embed(self._texts(outside, candidates)) if outside else None)):
+            if vectors is None:
+                continue
+            rows = np.asarray(vectors, dtype=np.float32)
+            norms = np.linalg.norm(rows, axis=1)
+            out.update(zip(ids, (rows @ q / np.where(norms > 0, norms, 1.0)).tolist()))
+        return out
+
+    def _top(self, fused: Mapping[str, float], why: Mapping[str, list[str]], candidates: Mapping[str, tuple[str, int]],
+             k: int) -> list[Hit]:
         ranked = heapq.nsmallest(k, fused, key=lambda rid: (-fused[rid], rid))
         if len(ranked) < k:  # visible rows no signal reached still count: k results when k are visible
             ranked += heapq.nsmallest(k - len(ranked), (rid for rid in candidates if rid not in fused))
-        return self._hits([(rid, fused.get(rid, 0.0), signals.get(rid, ["no signal; visible in scope"]))
+        return self._hits([(rid, fused.get(rid, 0.0), why.get(rid, ["no signal; visible in scope"]))
                            for rid in ranked], candidates)
 
     def _hits(self, picked: Sequence[tuple[str, float, list[str]]],
@@ -489,25 +633,27 @@ class Retriever:
         return hits
 
 
-def lexical_weight(query: str, best_text: str, bm25: _Bm25) -> float:
-    """How much to trust BM25 for *query*: the share of its IDF mass that its best hit matches.
+def lexical_coverage(query: str, text: str, bm25: _Bm25) -> float:
+    """The share of *query*'s IDF mass that *text*'s words match, in [0, 1] (IDF from *bm25*).
 
-    Plain RRF counts a BM25 list as much as the vector list, and ranks throw away how
-    strong a lexical match is: a hit matching only a word most rows hold ("customer")
-    outvotes the vector ranking as easily as one matching a rare order id. Weighting the
-    lexical lists by what their best hit explains of the query (unseen query words count
-    as unmatched) keeps an exact-term rescue and quiets incidental overlap. Measured on
-    ``data/retrieval`` (``python -m evals.retrieval``): MRR of hybrid recall 0.52 with
-    plain RRF, 0.65 with this weight; no constant was tuned.
+    The lexical half of hybrid fusion. Unlike a BM25 score it has a fixed scale — 1 when
+    every query word occurs, whatever the query — so it can be added to a cosine without
+    normalising by the query's best hit, and a hit matching only a word most rows hold
+    ("customer") counts for little next to one matching a rare order id. Query words no
+    row holds count as unmatched (as rare as can be), so a query mostly made of words
+    the store never saw trusts its few matches less. Term frequency and length are left
+    out: memories are short, a word rarely occurs twice in one.
 
-    >>> round(lexical_weight("order NW-88213", "order:NW-88213 status: delivered",
-    ...                      _Bm25(["order:NW-88213 status: delivered", "order:NW-1 status: lost"])), 2)
+    >>> corpus = _Bm25(["order:NW-88213 status: delivered", "order:NW-1 status: lost"])
+    >>> lexical_coverage("order NW-88213", "order:NW-88213 status: delivered", corpus)
     1.0
+    >>> round(lexical_coverage("order NW-88213", "order:NW-1 status: lost", corpus), 2)  # the shared words only
+    0.34
     """
     words = list(dict.fromkeys(_tokenize([query])[0]))
     if not words:
         return 0.0
-    matched = set(_tokenize([best_text])[0])
+    matched = set(_tokenize([text])[0])
     idf = bm25.idf(words)
     total = sum(idf)
     return sum(w for t, w in zip(words, idf) if t in matched) / total if total > 0 else 0.0

@@ -1,0 +1,203 @@
+"""Ranking: the lexical tokenizer, lexical coverage, the fusion function and hybrid recall's use of them.
+
+Stores here use `HashingEmbedder` (no model load): these tests pin down properties of
+the ranking, not its quality on real queries (that is ``python -m evals.retrieval``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import memory_lakehouse as ml
+from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact
+from memory_lakehouse import retrieve
+from memory_lakehouse.retrieve import _Bm25, _tokenize, fuse_scores, lexical_coverage, lexical_scores
+
+EMBEDDER = ml.HashingEmbedder(dim=64)
+
+CORPUS = [
+    "customer:globex plan: Enterprise Pro, up to 500 members",
+    "customer:initech billing_cycle: annual, invoiced each February",
+    "customer:initech contact_channel: email only",
+    "payments-api prod: refunds stuck in pending; tried re-queued the refund batch -> fixed",
+    "order:NW-88213 delivery_status: delivered on 11 Feb",
+    "order:NW-90114 delivery_status: delayed at the Memphis hub",
+]
+
+
+# ----------------------------------------------------------------------- tokenizer
+
+def test_an_inflected_form_matches_its_stem():
+    scores = lexical_scores("how are Initech's invoices sent", CORPUS)
+    assert int(np.argmax(scores)) == 1 and scores[1] > 0  # "invoices" ~ "invoiced"
+    assert lexical_scores("refunding", CORPUS)[3] > 0  # "refunding" ~ "refunds", "refund"
+
+
+def test_identifier_parts_are_words():
+    assert _tokenize(["contact_channel", "order:NW-88213"]) == [["contact", "channel"], ["order", "nw", "88213"]]
+    scores = lexical_scores("which channel do they want to be contacted on", CORPUS)
+    assert int(np.argmax(scores)) == 2
+
+
+def test_a_query_of_stopwords_matches_nothing():
+    assert _tokenize(["what should I do about it when they can't?"]) == [[]]
+    assert not lexical_scores("what should I do about it", CORPUS).any()
+
+
+# ----------------------------------------------------------------------- lexical coverage
+
+def test_coverage_is_the_share_of_the_query_s_idf_a_row_matches():
+    bm25 = _Bm25(CORPUS)
+    assert lexical_coverage("NW-88213 delivered", CORPUS[4], bm25) == pytest.approx(1.0)
+    assert lexical_coverage("NW-88213 delivered", CORPUS[0], bm25) == 0.0
+    # the rare id weighs more than the word two rows share
+    only_id = lexical_coverage("88213 delivery", "88213", bm25)
+    only_common = lexical_coverage("88213 delivery", "delivery", bm25)
+    assert only_id > 0.5 > only_common > 0 and only_id + only_common == pytest.approx(1.0)
+
+
+def test_query_words_no_row_holds_lower_coverage():
+    bm25 = _Bm25(CORPUS)
+    known = lexical_coverage("globex plan", CORPUS[0], bm25)
+    diluted = lexical_coverage("globex plan zeppelin", CORPUS[0], bm25)
+    assert known == pytest.approx(1.0) and 0 < diluted < known
+
+
+def test_the_sparse_coverage_of_the_model_agrees_with_coverage_row_by_row():
+    bm25 = _Bm25(CORPUS)
+    for query in ("initech invoices", "delivered order NW-88213 late", "refund stuck zeppelin", "the"):
+        fast = bm25.coverage(query)
+        slow = [lexical_coverage(query, text, bm25) for text in CORPUS]
+        assert fast == pytest.approx(slow, abs=1e-6), query
+        assert ((fast >= 0) & (fast <= 1 + 1e-6)).all()
+
+
+def test_coverage_of_new_rows_uses_the_org_model_s_idf():
+    org = _Bm25(CORPUS)
+    new = _Bm25(["customer:initech plan: Team, 25 members"])
+    assert new.coverage("initech members", idf_from=org)[0] == pytest.approx(
+        lexical_coverage("initech members", "customer:initech plan: Team, 25 members", org))
+
+
+# ----------------------------------------------------------------------- fusion function
+
+unit = st.floats(0.0, 1.0)
+cosine = st.floats(-1.0, 1.0)
+
+
+@given(cosine, cosine, unit, unit, st.floats(0.0, 1.0))
+def test_fusion_is_bounded_and_monotone_in_each_signal(c1, c2, v1, v2, alpha):
+    s = fuse_scores(c1, v1, alpha)
+    assert -1e-12 <= s <= 1 + 1e-12
+    if c1 <= c2 and v1 <= v2:
+        assert fuse_scores(c1, v1, alpha) <= fuse_scores(c2, v2, alpha) + 1e-12
+
+
+@given(cosine, cosine, unit, unit)
+def test_fusion_weight_zero_is_the_cosine_order_and_one_the_coverage_order(c1, c2, v1, v2):
+    if c2 - c1 > 1e-9:
+        assert fuse_scores(c1, v1, 0.0) < fuse_scores(c2, v2, 0.0)
+    if v2 - v1 > 1e-9:
+        assert fuse_scores(c1, v1, 1.0) < fuse_scores(c2, v2, 1.0)
+
+
+def test_fusion_normalises_by_theoretical_ranges_not_by_the_other_hits():
+    # a pair's order never depends on which other rows are in the pool (no per-query max)
+    a, b = fuse_scores(0.40, 0.10), fuse_scores(0.35, 0.60)
+    assert (a < b) == (fuse_scores(0.40, 0.10) < fuse_scores(0.35, 0.60))
+    alpha = retrieve.FUSION_ALPHA
+    assert 0 < alpha < 0.5  # coverage refines the cosine order; it never outweighs it
+    # full coverage moves a row up by at most alpha of the fused scale
+    assert fuse_scores(0.3, 1.0) - fuse_scores(0.3, 0.0) == pytest.approx(alpha)
+
+
+# ----------------------------------------------------------------------- hybrid recall
+
+@pytest.fixture
+def hstore(tmp_path):
+    store = ml.open(tmp_path / "store", clock=SimClock(day(30)), embedder=EMBEDDER)
+    records = [fact(f"customer:c{i}", "plan", f"plan {i} allows {10 * i} seats on the {word} tier", day(1),
+                    scope=SUPPORT)
+               for i, word in enumerate(["bronze", "silver", "gold", "platinum", "diamond", "zinc"] * 4)]
+    store.write_many(records, by=STEWARD)
+    return store
+
+
+def test_hybrid_hits_carry_both_signals_and_a_fused_score_in_order(hstore):
+    hits = hstore.recall("gold tier seats", by=MEMBER, k=8)
+    assert len(hits) == 8
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+    top = hits[0]
+    assert "gold" in top.text
+    reasons = "; ".join(top.why)
+    assert "vector #" in reasons and "bm25 #" in reasons and "lexical coverage" in reasons
+    cos = float(reasons.split("cosine ")[1].split(",")[0])
+    cov = float(reasons.split("lexical coverage ")[1].split(";")[0])
+    assert top.score == pytest.approx(fuse_scores(cos, cov), abs=2e-3)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_the_fusion_weight_spans_vector_only_to_coverage_only(hstore, alpha):
+    retriever = hstore.retriever
+    query = "platinum plan seats"
+    retriever.fusion_alpha = alpha
+    try:
+        hybrid = hstore.recall(query, by=MEMBER, k=5)
+    finally:
+        del retriever.fusion_alpha
+    if alpha == 0.0:  # the same cosines in the same order (rows of equal cosine may swap)
+        vector = hstore.recall(query, by=MEMBER, k=5, signals=("vector",))
+        assert [cosine_of(h) for h in hybrid] == pytest.approx([cosine_of(h) for h in vector], abs=1e-3)
+    else:
+        covs = [float("; ".join(h.why).split("lexical coverage ")[1].split(";")[0]) for h in hybrid]
+        assert covs == sorted(covs, reverse=True) and "platinum" in hybrid[0].text
+
+
+def cosine_of(hit: ml.Hit) -> float:
+    reasons = "; ".join(hit.why)
+    if "cosine " in reasons:
+        return float(reasons.split("cosine ")[1].split(",")[0])
+    return float(reasons.split("vector #")[1].split("(")[1].split(")")[0])
+
+
+def test_a_row_only_bm25_reaches_is_scored_with_its_exact_cosine(hstore, monkeypatch):
+    # a vector list of depth 1 leaves the lexical match out of it: fusion must still score it
+    real = hstore.retriever._vector_list
+    monkeypatch.setattr(hstore.retriever, "_vector_list",
+                        lambda org, query, allowed, candidates, depth: real(org, query, allowed, candidates, 1))
+    hits = hstore.recall("diamond", by=MEMBER, k=3)
+    diamond = [h for h in hits if "diamond" in h.text]
+    assert diamond and all("cosine " in "; ".join(h.why) for h in hits)
+    reasons = "; ".join(diamond[0].why)
+    qvec = EMBEDDER.embed(["diamond"])[0]
+    dvec = EMBEDDER.embed([diamond[0].text])[0]
+    expected = float(np.dot(qvec, dvec) / (np.linalg.norm(qvec) * np.linalg.norm(dvec)))
+    assert float(reasons.split("cosine ")[1].split(",")[0]) == pytest.approx(expected, abs=2e-3)
+
+
+def test_a_fresh_write_is_fused_with_the_org_model_s_idf(hstore):
+    assert hstore.recall("gold", by=MEMBER, k=1)  # builds the org's BM25 model
+    new = hstore.write(fact("customer:zed", "sso_provider", "okta single sign-on via saml", day(2), scope=SUPPORT),
+                       by=STEWARD)
+    lines: list[str] = []
+    with hstore.tracer(lines.append):
+        hits = hstore.recall("okta sso", by=MEMBER, k=3)
+    assert hits[0].record_id == new.record_id
+    reasons = "; ".join(hits[0].why)
+    assert "bm25-new #1" in reasons and "lexical coverage 1.00" in reasons
+    assert any(line.startswith("fused ") for line in lines)
+
+
+def test_single_signals_keep_their_own_order(hstore):
+    for signals in (("vector",), ("bm25",)):
+        hits = hstore.recall("silver seats", by=MEMBER, k=6, signals=signals)
+        assert all("lexical coverage" not in "; ".join(h.why) for h in hits)
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)
+        assert not math.isnan(sum(scores))
