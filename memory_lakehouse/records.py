@@ -287,10 +287,15 @@ STATS_COLUMNS: tuple[str, ...] = ("valid_from", "valid_to", "expires_at")
 
 
 def _json(value: Any, field_name: str) -> str:
+    if type(value) is str:  # the common case, exactly what json.dumps(value, ensure_ascii=False) returns
+        return _encode_str(value)
     try:
         return json.dumps(value, sort_keys=True, ensure_ascii=False, default=_json_default)
     except TypeError as exc:
         raise ValidationError(f"{field_name} is not JSON-serialisable: {exc}", field=field_name) from exc
+
+
+_encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def _json_default(value: Any) -> Any:

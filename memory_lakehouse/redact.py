@@ -84,9 +84,9 @@ class Redactor:
         # a cheap first look so clean text (the common case) costs one fast scan; every
         # built-in pattern needs one of these substrings to match at all
         triggers = [r"BEGIN", r"Bearer", r"eyJ", r"AKIA", r"ASIA", r"[spr]k[-_]", r"gh[pousr]_", r"xox",
-                    r"AIza", r"(?i:key|secret|passw|token)", r"\d{4}[ -]?\d{4}"]
+                    r"AIza", r"(?i:key|secret|passwd|password|token)\s*[:=]", r"\d{4}[ -]?\d{4}"]
         if self.emails:
-            triggers.append("@")
+            triggers.append(r"@[A-Za-z0-9.-]*\.")  # not a bare "@": writers are named like "summariser@v3"
         self._quick: Optional[Pattern[str]] = None if self.extra else re.compile("|".join(triggers))
 
     def redact(self, text: str) -> tuple[str, tuple[str, ...]]:
