@@ -53,6 +53,9 @@ TABLE_CONFIG: dict[str, str] = {
     "delta.enableChangeDataFeed": "false",
     "delta.enableDeletionVectors": "false",
     "delta.appendOnly": "false",  # purge must be able to rewrite files
+    # each append through a handle costs more the more log it replays: a checkpoint every
+    # 10 commits keeps a reopened handle cheap (~10 ms per append at 300 files, 14 ms at 100)
+    "delta.checkpointInterval": "10",
 }
 
 #: Columns the snapshot adds to each row (never stored in the table).

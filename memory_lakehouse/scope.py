@@ -36,6 +36,16 @@ class Scope:
     team: Optional[str] = None
     actor: Optional[str] = None
 
+    def __hash__(self) -> int:  # scopes key the write path's per-batch maps: hash once
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            self.__dict__["_hash"] = h = hash((self.org, self.division, self.team, self.actor))
+            return h
+
+    def __getstate__(self) -> dict:  # a string's hash differs between processes: never pickle it
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def __post_init__(self) -> None:
         seen_gap = False
         for level in LEVELS:

@@ -88,6 +88,8 @@ _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def _text(value: Any, name: str, *, optional: bool = False) -> Optional[str]:
+    if type(value) is str and value and not value[0].isspace() and not value[-1].isspace():
+        return value  # the common case, already clean
     if value is None or (isinstance(value, str) and not value.strip()):
         if optional:
             return None

@@ -301,3 +301,18 @@ def test_a_well_typed_filter_narrows(store, clock):
                               ({"confidence": 0.7}, set())]:
         hits = store.recall("plan", by=MEMBER, kinds=["fact"], filters=filters)
         assert {h.record.subject for h in hits} == expected, filters
+
+
+def test_a_scope_pickled_to_another_process_keys_dicts_there():
+    """Scopes cache their hash; a cached hash must not travel (string hashes differ per process)."""
+    import pickle
+    import subprocess
+    import sys
+
+    scope = ml.Scope("acme", "support", "tier2")
+    {scope: 1}  # caches the hash here
+    code = ("import pickle, sys; import memory_lakehouse as ml; s = pickle.loads(sys.stdin.buffer.read()); "
+            "print({ml.Scope('acme', 'support', 'tier2'): 1}.get(s))")
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(scope), capture_output=True, check=True,
+                         env={"PYTHONHASHSEED": "12345", "PATH": ""})
+    assert out.stdout.decode().strip() == "1"
