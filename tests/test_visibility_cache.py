@@ -105,3 +105,20 @@ def test_a_subject_picked_from_the_readers_visible_set_matches_the_narrowed_quer
                     fact = store.get_fact(f"user:{i}", attribute, by=reader)
                     assert ([fact.record_id] if fact else []) == narrowed(f"user:{i}", attribute), (i, attribute)
     assert any("picked from the reader's remembered visible set" in line for line in lines)
+
+
+def test_remembered_results_stay_within_the_byte_budget(tmp_path, monkeypatch):
+    from memory_lakehouse import query
+
+    now = [T0 + timedelta(days=1)]
+    store = _store(tmp_path, now)
+    lead = ml.Principal("lead", ml.Scope("acme"), role="curator")
+    store.write_many([ml.Fact(f"user:{i}", "plan", "x" * 200, T0, source="crm") for i in range(50)], by=lead)
+    monkeypatch.setattr(query, "CACHE_BYTES", 4096)
+    readers = [ml.Principal(f"r{i}", ml.Scope("acme", f"team{i}"), role="member") for i in range(6)]
+    for reader in readers:
+        for i in range(3):
+            assert store.get_fact(f"user:{i}", "plan", by=reader).value == "x" * 200
+    cache = store.vis._cache
+    assert store.vis._cache_bytes == sum(entry[3].nbytes for entry in cache.values())
+    assert store.vis._cache_bytes <= 4096 or len(cache) == 1
