@@ -332,17 +332,18 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             return None
         wanted = ("_row", "subject_key", *sorted(filters))
         whole = bases_table([("read", principal, basis, None)])
+        narrow = bases_table([("read", principal, basis, subject)])
         with self._lock:
             self.lake.refresh()
+            narrow_key = self._cache_key(kind, narrow, filters, False, True, columns)
+            if self._cached(kind, narrow_key, narrow, quiet=True) is not None:
+                return None  # this very read is remembered: `visible` serves it as it is
             key = self._cache_key(kind, whole, None, False, True, wanted)
             reader_set = self._cached(kind, key, whole, quiet=True)
             source = "remembered"
             if reader_set is None:
                 source = "new"
-                narrow = bases_table([("read", principal, basis, subject)])
-                remembered = self._cached(kind, self._cache_key(kind, narrow, filters, False, True, columns), narrow,
-                                          quiet=True)
-                if not self._repeats(kind, principal, basis) or remembered is not None:
+                if not self._repeats(kind, principal, basis):
                     return None
                 reader_set = self.visible(kind, whole, columns=wanted)  # remembered under *key*
             mask = pc.equal(reader_set.column("subject_key"), subject_key(subject))
@@ -352,6 +353,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             rows = self._take(kind, picked.column("_row"), None if columns is None else [c for c in columns if c != "_row"])
             if columns is not None and "_row" in columns:
                 rows = rows.append_column("_row", picked.column("_row"))
+            if narrow_key is not None:  # the same read again returns this very table (callers memoise on it)
+                self._remember(kind, narrow_key, narrow, rows)
         self.trace(f"visible {kind}: {rows.num_rows} row(s) for {principal.id} at {basis.describe()}, "
                    f"picked from the reader's {source} visible set ({reader_set.num_rows} rows)")
         return rows
