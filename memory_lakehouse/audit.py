@@ -42,10 +42,12 @@ def audit_trail(lake: Lake, ledger: Ledger, principal: Principal, *, subject: Op
         if key is not None:
             mask = pc.equal(rows.column("subject_key"), key)
         if record_id is not None:
-            by_id = pc.or_(pc.equal(rows.column("record_id"), record_id),
-                           pc.equal(rows.column("supersedes"), record_id))
-            mask = by_id if mask is None else pc.and_(mask, by_id)
-        picked = rows.filter(mask) if mask is not None else rows
+            # the row itself, or a later row acting on it (superseding, approving, retracting);
+            # `supersedes` is null on most rows, and a null must read as "no", not drop the row
+            by_id = pc.or_kleene(pc.equal(rows.column("record_id"), record_id),
+                                 pc.fill_null(pc.equal(rows.column("supersedes"), record_id), False))
+            mask = by_id if mask is None else pc.and_kleene(mask, by_id)
+        picked = rows.filter(pc.fill_null(mask, False)) if mask is not None else rows
         for row in picked.select(["record_id", "txn_id", "org", "division", "team", "actor"]).to_pylist():
             scope = Scope(row["org"], row["division"], row["team"], row["actor"])
             if principal.scope.contains(scope):

@@ -12,11 +12,12 @@ records only by their random ids.
 
 from __future__ import annotations
 
+import re
 import threading
-from pathlib import Path
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
 import pyarrow as pa
@@ -165,8 +166,6 @@ def forget_subject(lake, ledger: "Ledger", principal, subject: str, *, reason: s
     records the hidden rows and the transactions that wrote them (audit after purge).
     The caller checks the principal's role.
     """
-    import re
-
     from .lake import commit_metadata, new_txn_id
     from .records import SPECS, subject_key
 
@@ -180,7 +179,7 @@ def forget_subject(lake, ledger: "Ledger", principal, subject: str, *, reason: s
     generation = ledger.generations([key]).get(key, 0) + 1
     at = clock.read()
     # the ledger outlives the purge and holds no content: not even the subject's name
-    clean_reason = re.sub(re.escape(subject.strip()), "<subject>", redactor.redact(reason)[0], flags=re.IGNORECASE)
+    clean_reason = scrub_subjects(redactor.redact(reason)[0], [subject])
     meta = commit_metadata(txn_id=new_txn_id(), committed_at=at, op="forget", actor=principal.id,
                            reason=clean_reason, records=len(ids))
     wanted = set(ids)
@@ -190,6 +189,23 @@ def forget_subject(lake, ledger: "Ledger", principal, subject: str, *, reason: s
     entry = ledger.append("forget", subject_key=key, generation=generation, record_ids=ids, at=at, by=principal.id,
                           reason=clean_reason, scope=principal.scope.path, metadata=meta, txn_ids=txns)
     return ForgetReport(key, generation, tuple(ids), at, entry, principal.scope.path)
+
+
+def scrub_subjects(text: str, names: Iterable[str]) -> str:
+    """*text* with each of the subject *names* in it replaced by ``<subject>`` (any case).
+
+    For text that outlives a purge — commit reasons, ledger reasons — which may say why
+    but not whom it was about. A name is matched whole (``user:4`` is not scrubbed out of
+    ``user:42``). Cheap when no name occurs: one substring test per name.
+    """
+    lowered = text.lower()
+    present = {n for n in (m.strip() for m in names if m) if n and n.lower() in lowered}
+    if not present:
+        return text
+    pattern = "|".join((r"(?<!\w)" if re.match(r"\w", n) else "") + re.escape(n)
+                       + (r"(?!\w)" if re.match(r"\w", n[-1]) else "")
+                       for n in sorted(present, key=len, reverse=True))
+    return re.sub(pattern, "<subject>", text, flags=re.IGNORECASE)
 
 
 def records_to_forget(lake, key: str, scope: Scope) -> list[str]:
@@ -293,12 +309,16 @@ def erased_values(lake, kind: str, positions) -> set[str]:
     return _text_values(kind, lake.all_rows(kind).take(positions))
 
 
-def _text_values(kind: str, rows: pa.Table) -> set[str]:
+def _text_columns(kind: str) -> list[str]:
+    """The columns whose text is a row's content (what verification looks for)."""
     from .records import SPECS
 
-    names = ["subject", "evidence", "reason"] + [f.name for f in SPECS[kind].columns if f.type == pa.string()]
+    return ["subject", "evidence", "reason"] + [f.name for f in SPECS[kind].columns if f.type == pa.string()]
+
+
+def _text_values(kind: str, rows: pa.Table) -> set[str]:
     values: set[str] = set()
-    for name in names:
+    for name in _text_columns(kind):
         if name not in rows.column_names:
             continue
         for value in rows.column(name).to_pylist():
@@ -307,6 +327,12 @@ def _text_values(kind: str, rows: pa.Table) -> set[str]:
                 if len(text) >= MIN_CANARY:
                     values.add(text)
     return values
+
+
+def _names_of(rows: pa.Table, forgotten_keys: set[str]) -> set[str]:
+    """The names of forgotten subjects among erased *rows* (long enough to scan for)."""
+    return {name for name, key in zip(rows.column("subject").to_pylist(), rows.column("subject_key").to_pylist())
+            if key in forgotten_keys and isinstance(name, str) and len(name) >= MIN_CANARY}
 
 
 def _string_leaves(array) -> Iterable["pa.Array"]:
@@ -331,33 +357,124 @@ def _string_leaves(array) -> Iterable["pa.Array"]:
 VECTOR_FILES = (".npy", ".hnsw")
 
 
-def scan_for(root: Path, values: set[str], *, skip: Sequence[str] = (),
-             skip_suffixes: Sequence[str] = ()) -> list[str]:
-    """Files under *root* that still hold any of *values*: raw bytes, and decoded parquet
-    (pages may be compressed; nested columns are walked)."""
-    import re
-
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
+def scan_for(root: Path, values: set[str], *, skip: Sequence[str] = (), skip_suffixes: Sequence[str] = (),
+             files: Optional[Iterable[Path]] = None) -> list[str]:
+    """Files under *root* (or just *files*, which lie under it) that still hold any of
+    *values*: raw bytes, and decoded parquet (pages may be compressed; nested columns are walked)."""
     if not values:
         return []
-    # one pass per file for every value (a regex alternation beats one `in` per value)
-    needles = re.compile(b"|".join(re.escape(v.encode()) for v in sorted(values, key=len, reverse=True)))
-    wanted = pa.array(sorted(values), pa.string())
+    needles, wanted = _needles(values)
     found = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    for path in sorted(files if files is not None else (p for p in root.rglob("*") if p.is_file())):
         if any(str(path).startswith(s) for s in skip) or path.suffix in skip_suffixes:
             continue
-        data = path.read_bytes()
-        hit = needles.search(data) is not None
-        if not hit and path.suffix == ".parquet":
-            table = pq.read_table(path)
-            hit = any(pc.any(pc.is_in(pc.utf8_trim(leaf.cast(pa.string()), characters='"'), value_set=wanted)).as_py()
-                      for col in table.columns for leaf in _string_leaves(col.combine_chunks()))
-        if hit:
+        if needles.search(path.read_bytes()) is not None or (
+                path.suffix == ".parquet" and _parquet_values(path, wanted)):
             found.append(str(path.relative_to(root)))
     return found
+
+
+def _needles(values: set[str]) -> tuple["re.Pattern[bytes]", "pa.Array"]:
+    # one pass per file for every value (a regex alternation beats one `in` per value)
+    return (re.compile(b"|".join(re.escape(v.encode()) for v in sorted(values, key=len, reverse=True))),
+            pa.array(sorted(values), pa.string()))
+
+
+def _parquet_values(path: Path, wanted: "pa.Array") -> set[str]:
+    """Which of *wanted* are whole values (quotes trimmed) somewhere in the parquet file at *path*."""
+    import pyarrow.parquet as pq
+
+    out: set[str] = set()
+    for col in pq.read_table(path).columns:
+        for leaf in _string_leaves(col.combine_chunks()):
+            text = pc.utf8_trim(leaf.cast(pa.string()), characters='"')
+            out.update(text.filter(pc.fill_null(pc.is_in(text, value_set=wanted), False)).unique().to_pylist())
+    return out
+
+
+def _values_in(path: Path, values: set[str], needles: "re.Pattern[bytes]", wanted: "pa.Array") -> set[str]:
+    """Which of *values* (compiled by `_needles`) the file at *path* holds: raw bytes, decoded parquet."""
+    data = path.read_bytes()
+    found: set[str] = set()
+    while True:  # a match hides the values overlapping it: look again for the rest
+        new = {m.group().decode() for m in needles.finditer(data)} - found
+        found |= new
+        if not new or found == values:
+            break
+        needles = _needles(values - found)[0]
+    return found | (_parquet_values(path, wanted) if path.suffix == ".parquet" else set())
+
+
+def verify_erased(lake, ledger: "Ledger", index_root: Path, *, values: set[str], names: set[str],
+                  record_ids: set[str]) -> list[str]:
+    """Files that still hold something of the erased rows: a purge is verified when none does.
+
+    *values* are the erased rows' distinctive texts, *names* the forgotten subjects' names
+    among them, *record_ids* the erased rows. Two rules (docs/design-notes.md § Forgetting):
+
+    * The tables' data files also hold the surviving rows, so a text a surviving row holds
+      too (a plan name the subject shares with a kept knowledge-base article) is that
+      row's, not a leftover. There the scan counts the erased texts no surviving row
+      holds, the erased record ids (bar pointers a surviving row keeps) and the forgotten
+      subjects' names (bar that same subject's rows kept outside the steward's subtree).
+    * Everything else — commit logs and checkpoints, the ledger, the index, stray copies —
+      holds no content by design: every erased text and name counts there.
+
+    Index payloads are floats, checked by record id (`index_holding`). Local stores only.
+    """
+    from .records import SPECS
+
+    root = Path(lake.root)
+    tables = [root / kind for kind in SPECS]
+    data = {p for t in tables for p in t.rglob("*.parquet") if "_delta_log" not in p.relative_to(t).parts}
+    strict = values | names
+    others = [p for p in root.rglob("*") if p.is_file() and p not in data and p.suffix not in VECTOR_FILES]
+    leftovers = scan_for(root, strict, files=others)
+    wanted = strict | record_ids
+    held: dict[Path, set[str]] = {}
+    if wanted:
+        needles, array = _needles(wanted)
+        for path in data:
+            found = _values_in(path, wanted, needles, array)
+            if found:
+                held[path] = found
+    if held:  # text a surviving row holds does not count in data files: what is left does
+        kept = _Kept(lake)
+        hits = set().union(*held.values())
+        innocent = {v for v in hits - names if kept.holds(v)} | (hits & names & kept.subjects)
+        leftovers += scan_for(root, wanted - innocent, files=held)
+    leftovers.sort()
+    ledger_root = Path(ledger.uri)
+    if "://" not in ledger.uri and root not in ledger_root.absolute().parents:
+        leftovers += [f"ledger: {p}" for p in scan_for(ledger_root, strict)]
+    return leftovers + index_holding(index_root, record_ids)
+
+
+class _Kept:
+    """What the surviving rows hold: their texts, their subjects, the record ids they point at."""
+
+    def __init__(self, lake) -> None:
+        from .records import SPECS
+
+        self.texts: set[str] = set()
+        self.subjects: set[str] = set()
+        self.pointers: set[str] = set()
+        for kind in SPECS:
+            rows = lake.all_rows(kind)
+            for name in _text_columns(kind):
+                self.texts.update(v.strip('"') for v in pc.unique(rows.column(name)).to_pylist() if isinstance(v, str))
+            self.subjects.update(pc.unique(rows.column("subject")).to_pylist())
+            self.pointers.update(pc.unique(rows.column("supersedes")).to_pylist())
+            self.pointers.update(pc.unique(pc.list_flatten(rows.column("derived_from"))).to_pylist())
+        self._joined: Optional[str] = None
+
+    def holds(self, value: str) -> bool:
+        """Whether a surviving row holds *value*: as one of its texts, inside one, or as a pointer."""
+        if value in self.texts or value in self.pointers:
+            return True
+        if self._joined is None:
+            self._joined = "\x00".join(self.texts)
+        return value in self._joined
 
 
 def run_purge(store, principal, *, grace, dry_run: bool, expired: bool = True) -> PurgeReport:
@@ -399,6 +516,8 @@ def run_purge(store, principal, *, grace, dry_run: bool, expired: bool = True) -
         return PurgeReport(True, subjects, rows, expired_rows, 0, 0, (), None,
                            seconds=round(_time.perf_counter() - started, 3))
     values: set[str] = set()
+    names: set[str] = set()  # the forgotten subjects' own names: no surviving text excuses them
+    forgotten_keys = {tb.subject_key for tb in ledger.tombstones()}
     erased_by_org: dict[str, set[str]] = {}
     erased: list[tuple[str, str]] = []  # (subject_key, record_id)
     for kind, t in by_kind.items():
@@ -407,6 +526,7 @@ def run_purge(store, principal, *, grace, dry_run: bool, expired: bool = True) -
             for org, rid in zip(t.column("org").to_pylist(), t.column("record_id").to_pylist()):
                 erased_by_org.setdefault(org, set()).add(rid)
             picked = lake.all_rows(kind).take(t.column("_row"))
+            names |= _names_of(picked, forgotten_keys)
             erased += zip(picked.column("subject_key").to_pylist(), picked.column("record_id").to_pylist())
     before = _sizes(lake)
     files_rewritten = 0
@@ -427,6 +547,7 @@ def run_purge(store, principal, *, grace, dry_run: bool, expired: bool = True) -
         gone = _delete_removed_files(lake, kind)
         if gone.num_rows:  # rows an interrupted purge erased: verify and record them too
             values |= _text_values(kind, gone)
+            names |= _names_of(gone, forgotten_keys)
             for org, rid in zip(gone.column("org").to_pylist(), gone.column("record_id").to_pylist()):
                 erased_by_org.setdefault(org, set()).add(rid)
             erased += zip(gone.column("subject_key").to_pylist(), gone.column("record_id").to_pylist())
@@ -439,12 +560,8 @@ def run_purge(store, principal, *, grace, dry_run: bool, expired: bool = True) -
     after = _sizes(lake)
     leftovers: list[str] = []
     if lake.is_local:
-        values -= _surviving_values(lake)
-        leftovers = scan_for(Path(lake.root), values, skip_suffixes=VECTOR_FILES)
-        ledger_root = Path(ledger.uri)
-        if "://" not in ledger.uri and Path(lake.root) not in ledger_root.absolute().parents:
-            leftovers += [f"ledger: {p}" for p in scan_for(ledger_root, values)]
-        leftovers += index_holding(store.retriever.index.root, {r for ids in erased_by_org.values() for r in ids})
+        leftovers = verify_erased(lake, ledger, store.retriever.index.root, values=values, names=names,
+                                  record_ids={r for ids in erased_by_org.values() for r in ids})
     return PurgeReport(False, subjects, rows, expired_rows, files_rewritten,
                        max(0, sum(before.values()) - sum(after.values())), partitions,
                        not leftovers if lake.is_local else None, tuple(leftovers),
@@ -554,15 +671,3 @@ def _delete_files(lake, kind: str, doomed: Sequence[str], empty: pa.Table) -> pa
     if not parts:
         return empty
     return pa.concat_tables(parts, promote_options="permissive")
-
-
-def _surviving_values(lake) -> set[str]:
-    """Text still legitimately held by live rows (shared evidence links, etc.)."""
-    from .records import SPECS
-
-    out: set[str] = set()
-    for kind in SPECS:
-        rows = lake.all_rows(kind)
-        for f in ["subject", "evidence", "reason"] + [c.name for c in SPECS[kind].columns if c.type == pa.string()]:
-            out.update(v.strip('"') for v in pc.unique(rows.column(f)).to_pylist() if isinstance(v, str))
-    return out

@@ -8,6 +8,8 @@ per table it touches and is visible all-or-nothing.
 Reconcile, per slot and scope, against the version in force at the new row's
 ``valid_from``: the same content is a ``duplicate`` (nothing written), different
 content ``supersede``s it (with a pointer and a reason), no predecessor is ``inserted``.
+The reason of a write is its commit's (the log keeps it for the audit trail, without the
+batch's subject names); a row carries only the reason its own record gives.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pyarrow as pa
 
 from . import policy as policy_rules
 from .errors import PermissionDenied, StaleGeneration, ValidationError
+from .forget import scrub_subjects
 from .lake import Lake, commit_metadata, new_txn_id
 from .query import Visibility
 from .records import (
@@ -315,7 +318,7 @@ class Writer:
         scope = Scope(row["org"], row["division"], row["team"], row["actor"])
         by.check_write(scope)
         record = replace(record_from_row(kind, row), record_id=None, txn_id=None, known_since=None,
-                         supersedes=record_id, reason=reason)
+                         supersedes=record_id)  # the reason is the commit's (audit), not the row's
         return self.commit([record], by, reason=reason, status="retracted", op="retract",
                                   reconcile=False)[0]
 
@@ -404,7 +407,8 @@ class Writer:
         for kind in {r.kind for r in validated}:
             for check in self.checks.get(kind, ()):
                 check([r for r in validated if r.kind == kind], self.vis, principal, status)
-        keys = {subject_key(r.subject_name) for r in validated}
+        names = {r.subject_name for r in validated}
+        keys = {subject_key(name) for name in names}
         current = self.generations(keys)
         if generation is not None:
             for key in keys:
@@ -414,7 +418,7 @@ class Writer:
         for r, _ in prepared if forgotten else ():
             if forgotten.intersection(r.derived_from) or (r.supersedes and r.supersedes in forgotten):
                 raise StaleGeneration(subject_key(r.subject_name), generation or 0, current.get(subject_key(r.subject_name), 0))
-        planned = self._reconcile(prepared, status, reason, reconcile)
+        planned = self._reconcile(prepared, status, reconcile)
         rows: dict[str, list[tuple[Envelope, WriteResult]]] = {}
         txn_id = new_txn_id()
         for record, result, _ in planned:
@@ -425,7 +429,7 @@ class Writer:
         committed_at = self.lake.clock.read()
         meta = commit_metadata(
             txn_id=txn_id, committed_at=committed_at, op=op, actor=principal.id,
-            reason=self.redactor.redact(reason)[0] if reason else None,
+            reason=self._commit_reason(reason, names),
             writers=[r.source for r, _, _ in planned], kinds=list(rows), records=sum(len(v) for v in rows.values()),
         )
         tables = {k: self._table(k, v, txn_id, status, current) for k, v in rows.items()}
@@ -436,8 +440,16 @@ class Writer:
                 res.__dict__.update(txn_id=txn_id, version=versions.get(rec.kind), known_since=committed_at)
         return BatchResult(tuple(res for _, res, _ in planned), txn_id, versions, committed_at)
 
+    def _commit_reason(self, reason: Optional[str], names: Iterable[str]) -> Optional[str]:
+        """The reason as the commit log keeps it: redacted, and without the batch's subject names.
+
+        The log outlives every purge, so it keeps the *why* (audit reads it there) but not
+        who it was about: the subjects are on the rows, which a purge can erase.
+        """
+        return scrub_subjects(self.redactor.redact(reason)[0], names) if reason else None
+
     def _reconcile(self, prepared: Sequence[tuple[Envelope, tuple[str, ...]]], status: Status,
-                   reason: Optional[str], enabled: bool) -> list[tuple[Envelope, WriteResult, tuple[str, ...]]]:
+                   enabled: bool) -> list[tuple[Envelope, WriteResult, tuple[str, ...]]]:
         by_kind: dict[str, list[int]] = {}
         lineages: list[str] = []
         for i, (r, _) in enumerate(prepared):
@@ -482,8 +494,9 @@ class Writer:
             supersedes = r.supersedes or (pred[2] if pred is not None else None)
             action: Action = "superseded" if supersedes else "inserted"
             slot.insert(pos, (valid_from, len(slot) + 10**9, record_id, chash, _ends_at(r, valid_to)))
-            r.__dict__.update(record_id=record_id, lineage_id=lineages[i], supersedes=supersedes,
-                              reason=r.reason or ((reason or "value changed") if supersedes else None))
+            # the row keeps the record's own reason only: the commit's reason stays in the commit
+            # (a copy here would be erased by a purge while the log keeps it: a false leftover)
+            r.__dict__.update(record_id=record_id, lineage_id=lineages[i], supersedes=supersedes)
             hashes[record_id] = chash
             planned.append((r, _result(record_id=record_id, action=action, kind=kind, lineage_id=lineages[i],
                                        scope=r.scope, supersedes=supersedes, redacted=redacted), redacted))

@@ -218,6 +218,14 @@ def test_the_ledger_and_the_audit_trail_hold_no_content(world):
     assert can not in repr(store.audit(subject=SUBJECT, by=STEWARD))
 
 
+def test_a_forget_reason_loses_the_subjects_name_in_any_case_and_only_whole(store, clock):
+    store.write(fact("customer-7", "plan", "starter", day(0)), by=CURATOR)
+    store.forget("customer-7", by=STEWARD, reason="CUSTOMER-7 asked by mail; customer-77 is someone else")
+
+    [event] = [e for e in store.audit(subject="customer-7", by=STEWARD) if e.operation == "forget"]
+    assert event.reason == "<subject> asked by mail; customer-77 is someone else"
+
+
 SAM = ml.Scope("acme", "sales", "emea", "sam")
 TREE = [ORG, SUPPORT, SALES, TIER1, TIER2, ALICE, BOB, ml.Scope("acme", "sales", "emea"), SAM]
 READERS = [ml.Principal(s.actor, s, role="member") for s in (ALICE, BOB, SAM)]

@@ -19,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
@@ -31,7 +32,7 @@ from _forgetting import (
     open_store, other_reads, write_others, write_subject,
 )
 from _support import (
-    CURATOR, MEMBER, STEWARD, SimClock, day, episode, fact, files_under, parquet_strings, snapshot,
+    AGENT, CURATOR, MEMBER, STEWARD, SimClock, day, episode, fact, files_under, parquet_strings, snapshot,
 )
 
 TIMES = [day(1, 1), day(2, 1), day(3, 1), day(4, 1)]
@@ -294,6 +295,158 @@ def test_forget_and_purge_are_recorded_by_whom_why_and_when_without_content(worl
     assert files_holding([tmp / "store", tmp / "ledger"], [can, SUBJECT]) == {}
 
 
+# ---------------------------------------------------------------- what verification counts as a leak
+#
+# The commit log outlives every purge, so it must hold nothing a purge erases: a commit's
+# reason belongs to the commit (audit reads it there), not to the rows it writes, and the
+# write path takes the batch's subject names out of it. Text that a surviving record also
+# holds is that record's, not evidence of a leak in the data files; the log, the index and
+# the ledger hold no content at all, so their scan counts every erased value.
+
+SHARED = "Enterprise Pro"  # a plan name: the forgotten subject's value, and words of a kept article
+ARTICLE = f"{SHARED} plans include 50 seats and priority support"
+
+
+@pytest.fixture
+def fresh(tmp_path):
+    clock = SimClock(day(1))
+    return open_store(tmp_path / "store", clock=clock, ledger=tmp_path / "ledger"), clock, canary(), tmp_path
+
+
+def _forget_and_purge(store, clock):
+    clock.advance(hours=1)
+    store.forget(SUBJECT, by=STEWARD, reason="erasure request")
+    return store.purge(by=STEWARD)
+
+
+def test_propose_approve_forget_purge_verifies_and_the_audit_still_says_why(fresh):
+    store, clock, can, tmp = fresh
+    store.write(fact(SUBJECT, "plan", f"{can} starter", day(0)), by=CURATOR)
+    clock.advance(days=1)
+    store.write(fact(SUBJECT, "plan", f"{can} business", day(1)), by=CURATOR, reason="upgrade after invoice 2231")
+    prop = store.propose(fact(SUBJECT, "region", f"{can} north-east", day(1)), by=AGENT)  # no reason of its own
+    clock.advance(hours=1)
+    store.approve(prop.record_id, by=CURATOR)  # the default reason: "approved proposal <id>"
+    wrong = store.write(fact(SUBJECT, "seats", f"{can} fifty", day(1)), by=CURATOR)
+    store.retract(wrong.record_id, by=CURATOR, reason="typo in the CRM import")
+
+    report = _forget_and_purge(store, clock)
+
+    assert report.verified is True and report.leftovers == (), report.leftovers
+    assert files_holding([tmp / "store", tmp / "ledger"], [can, SUBJECT]) == {}
+    why = {(e.operation, e.actor, e.reason) for e in store.audit(subject=SUBJECT, by=STEWARD)}
+    assert {("write", "lead", "upgrade after invoice 2231"), ("propose", "triage-bot", None),
+            ("approve", "lead", f"approved proposal {prop.record_id}"),
+            ("retract", "lead", "typo in the CRM import")} <= why
+
+
+def test_a_row_keeps_its_own_reason_and_the_commit_reason_stays_in_the_commit(store, clock):
+    store.write(fact("user:42", "plan", "Starter", day(0)), by=MEMBER)
+    clock.advance(days=1)
+    store.write(fact("user:42", "plan", "Pro", day(1)), by=MEMBER, reason="upgrade invoice 2231")
+    assert store.get_fact("user:42", "plan", by=MEMBER).reason is None
+    clock.advance(days=1)
+    store.write(fact("user:42", "plan", "Team", day(2), reason="the customer asked in chat"), by=MEMBER,
+                reason="nightly CRM sync")
+    current = store.get_fact("user:42", "plan", by=MEMBER)
+    assert (current.value, current.reason) == ("Team", "the customer asked in chat")
+    assert [e.reason for e in store.audit(subject="user:42", by=STEWARD)] == [
+        None, "upgrade invoice 2231", "nightly CRM sync"]
+
+
+def test_the_write_path_takes_the_batchs_subject_names_out_of_the_commit_reason(fresh):
+    store, clock, can, tmp = fresh
+    store.write(fact(SUBJECT, "plan", f"{can} starter", day(0)), by=CURATOR)
+    clock.advance(days=1)
+    store.write_many([fact(SUBJECT, "plan", f"{can} business", day(1)), fact(OTHER, "plan", "basic plan", day(1))],
+                     by=CURATOR, reason=f"{SUBJECT.upper()} and {OTHER} moved after invoice 2231")
+    prop = store.propose(fact(SUBJECT, "region", f"{can} north-east", day(1)), by=AGENT,
+                         reason=f"{SUBJECT} said so in chat")
+    store.approve(prop.record_id, by=CURATOR, reason=f"confirmed with {SUBJECT}'s account manager")
+    logs = [p for kind in KINDS for p in (tmp / "store" / kind / "_delta_log").glob("*.json")]
+    assert not [p for p in logs if SUBJECT.encode() in p.read_bytes().lower() or OTHER.encode() in p.read_bytes()]
+    reasons = [e.reason for e in store.audit(subject=SUBJECT, by=STEWARD)]
+    assert reasons == [None, "<subject> and <subject> moved after invoice 2231", "<subject> said so in chat",
+                       "confirmed with <subject>'s account manager"]
+
+    report = _forget_and_purge(store, clock)
+
+    assert report.verified is True, report.leftovers
+    assert files_holding([tmp / "store", tmp / "ledger"], [can, SUBJECT]) == {}
+
+
+def test_the_subjects_value_in_a_commit_reason_is_a_leak_the_purge_reports(fresh):
+    store, clock, can, tmp = fresh
+    store.write(fact(SUBJECT, "plan", f"{can} starter", day(0)), by=CURATOR, reason=f"set to {can} starter")
+
+    report = _forget_and_purge(store, clock)
+
+    assert report.verified is False
+    assert report.leftovers and all(p.startswith("fact/_delta_log/") for p in report.leftovers), report.leftovers
+    assert "VERIFICATION FAILED" in report.summary()
+
+
+def test_the_subjects_name_in_another_writes_reason_is_a_leak_the_purge_reports(fresh):
+    store, clock, can, tmp = fresh
+    store.write(fact(SUBJECT, "plan", f"{can} starter", day(0)), by=CURATOR)
+    store.write(fact(OTHER, "plan", "basic plan", day(0)), by=CURATOR, reason=f"split from {SUBJECT}'s account")
+
+    report = _forget_and_purge(store, clock)
+
+    assert report.verified is False
+    assert report.leftovers and all(p.startswith("fact/_delta_log/") for p in report.leftovers), report.leftovers
+
+
+def test_a_value_a_surviving_record_also_holds_is_not_a_leak(fresh):
+    store, clock, can, tmp = fresh
+    store.write(ml.Reference("kb://plans/seats", "Plans and seats", ARTICLE, day(0), source="kb@v1"), by=CURATOR)
+    store.write_many([fact(SUBJECT, "plan", SHARED, day(0), evidence="billing:inv-2231"),
+                      fact(SUBJECT, "billing_contact", f"{can} finance desk", day(0)),
+                      fact(OTHER, "billing_contact", "front desk", day(0))], by=CURATOR)
+
+    report = _forget_and_purge(store, clock)
+
+    assert report.verified is True and report.leftovers == (), report.leftovers
+    assert files_holding([tmp / "store", tmp / "ledger"], [can, SUBJECT, "billing:inv-2231"]) == {}
+    assert files_holding([tmp / "store"], [ARTICLE])  # the article stays, as it should
+    assert [h.record.content for h in store.recall("enterprise plans seats", by=MEMBER, kinds=["reference"])] == [
+        ARTICLE]
+
+
+def _data_file(tmp, kind: str, can: str) -> Path:
+    return next(p for p in files_under(tmp / "store" / kind) if p.suffix == ".parquet" and "_delta_log" not in p.parts
+                and can in "".join(parquet_strings(p)))
+
+
+@pytest.mark.parametrize("left", ["old file", "record id", "own value", "subject"])
+def test_the_subjects_data_left_in_a_data_file_fails_verification_even_beside_shared_text(fresh, left):
+    store, clock, can, tmp = fresh
+    store.write(ml.Reference("kb://plans/seats", "Plans and seats", ARTICLE, day(0), source="kb@v1"), by=CURATOR)
+    res = store.write_many([fact(SUBJECT, "plan", SHARED, day(0)), fact(SUBJECT, "note", f"{can} finance desk", day(0)),
+                            fact(OTHER, "plan", "basic plan", day(0))], by=CURATOR)
+    stale = tmp / "store" / "fact" / "org=acme" / "part-00000-stale.parquet"  # a file the table no longer lists
+    if left == "old file":
+        shutil.copy(_data_file(tmp, "fact", can), stale)
+    else:
+        value = {"record id": res[0].record_id, "own value": f'"{can} finance desk"', "subject": SUBJECT}[left]
+        pa.parquet.write_table(pa.table({"text": [value, f'"{SHARED}"', ARTICLE]}), stale)
+
+    report = _forget_and_purge(store, clock)
+
+    assert report.verified is False and report.leftovers == ("fact/org=acme/part-00000-stale.parquet",)
+
+
+def test_a_value_a_surviving_record_holds_is_still_a_leak_in_the_log(fresh):
+    store, clock, can, tmp = fresh
+    store.write(ml.Reference("kb://plans/seats", "Plans and seats", ARTICLE, day(0), source="kb@v1"), by=CURATOR)
+    store.write(fact(SUBJECT, "plan", SHARED, day(0)), by=CURATOR, reason=f"moved to {SHARED}")
+
+    report = _forget_and_purge(store, clock)
+
+    assert report.verified is False
+    assert report.leftovers and all(p.startswith("fact/_delta_log/") for p in report.leftovers), report.leftovers
+
+
 # ---------------------------------------------------------------- crash
 
 def _sizable_store(root: Path, ledger: Path, clock: SimClock, can: str) -> None:
@@ -349,8 +502,6 @@ def test_a_purge_killed_at_any_point_is_finished_by_the_next_purge(tmp_path):
 
 
 def test_the_verification_scan_finds_a_value_in_compressed_and_nested_parquet(tmp_path):
-    import pyarrow.parquet as pq
-
     from memory_lakehouse.forget import scan_for
 
     can = canary()
