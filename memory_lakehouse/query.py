@@ -327,8 +327,12 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         """
         filters = dict(filters or {})
         schema = SPECS[kind].schema
-        if kind not in SUBJECT_SLOTS or not all(isinstance(v, str) and c in schema.names and c not in ("org", "division", "team", "actor")
-                   and schema.field(c).type == pa.string() for c, v in filters.items()):
+
+        def plain_text(col: str, value: Any) -> bool:  # a filter Arrow can apply exactly as the SQL does
+            return (isinstance(value, str) and col in schema.names and col not in ("org", "division", "team", "actor")
+                    and schema.field(col).type == pa.string())
+
+        if kind not in SUBJECT_SLOTS or not all(plain_text(c, v) for c, v in filters.items()):
             return None
         wanted = ("_row", "subject_key", *sorted(filters))
         whole = bases_table([("read", principal, basis, None)])
