@@ -402,7 +402,9 @@ SPECS: dict[str, KindSpec] = {
             "version_from": row["version_from"], "version_to": row["version_to"], "subject": row["subject"],
         },
         slot=_episode_slot,
-        content=lambda r: (r.outcome, r.evidence),
+        # everything a correction may change: a superseding row with a closed version range
+        # or a reworded action is news, not a duplicate
+        content=lambda r: (r.symptom, r.action, r.outcome, r.evidence, r.version_from, r.version_to, r.subject),
         text_parts=("service", " ", "env", ": ", "symptom", "; tried ", "action", " -> ", "outcome"),
     ),
     "reference": KindSpec(
