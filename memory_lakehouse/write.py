@@ -147,7 +147,8 @@ class Writer:
             "supersedes": _text(record.supersedes, "supersedes", optional=True),
         }
         if isinstance(record, Note):
-            changes["source"] = _text(record.source, "source", optional=True) or f"session:{record.session_id}"
+            # not "session:<id>": the source goes to the commit log, which outlives the note
+            changes["source"] = _text(record.source, "source", optional=True) or "session"
         else:
             changes["source"] = _text(record.source, "source")
         changes.update(self._validate_kind(record, now))
@@ -430,7 +431,8 @@ class Writer:
         meta = commit_metadata(
             txn_id=txn_id, committed_at=committed_at, op=op, actor=principal.id,
             reason=self._commit_reason(reason, names),
-            writers=[r.source for r, _, _ in planned], kinds=list(rows), records=sum(len(v) for v in rows.values()),
+            writers=[scrub_subjects(source, names) for source in {r.source for r, _, _ in planned}],
+            kinds=list(rows), records=sum(len(v) for v in rows.values()),
         )
         tables = {k: self._table(k, v, txn_id, status, current) for k, v in rows.items()}
         versions = self.lake.append(tables, meta)
@@ -444,7 +446,9 @@ class Writer:
         """The reason as the commit log keeps it: redacted, and without the batch's subject names.
 
         The log outlives every purge, so it keeps the *why* (audit reads it there) but not
-        who it was about: the subjects are on the rows, which a purge can erase.
+        who it was about: the subjects are on the rows, which a purge can erase. The
+        writers (sources) go to the log scrubbed the same way (a note's default source
+        names its session, which is also its default subject).
         """
         return scrub_subjects(self.redactor.redact(reason)[0], names) if reason else None
 

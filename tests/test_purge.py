@@ -515,3 +515,39 @@ def test_the_verification_scan_finds_a_value_in_compressed_and_nested_parquet(tm
     for name in ("part-0.parquet", "00000000000000000003.checkpoint.parquet"):  # compressed: raw bytes miss it
         assert can.encode() not in (tmp_path / name).read_bytes()
     assert scan_for(tmp_path, {can}) == ["00000000000000000003.checkpoint.parquet", "part-0.parquet"]
+
+
+def test_a_source_naming_the_subject_reaches_the_log_without_it(fresh):
+    """Writers go to the commit log too: a source that names the subject is scrubbed there."""
+    store, clock, can, tmp = fresh
+    store.write(fact(SUBJECT, "plan", f"{can} starter", day(0), source=f"crm-export:{SUBJECT}"), by=CURATOR)
+    logs = [p for kind in KINDS for p in (tmp / "store" / kind / "_delta_log").glob("*.json")]
+    assert not [p for p in logs if SUBJECT.encode() in p.read_bytes()]
+    assert store.get_fact(SUBJECT, "plan", by=CURATOR).source == f"crm-export:{SUBJECT}"  # the row keeps it
+
+    report = _forget_and_purge(store, clock)
+
+    assert report.verified is True, report.leftovers
+    assert files_holding([tmp / "store", tmp / "ledger"], [can, SUBJECT]) == {}
+
+
+def test_an_expired_note_with_a_short_session_id_is_purged_and_verified(tmp_path):
+    """A note's default subject names its session, and its default source must not: the log keeps sources."""
+    clock = SimClock(day(1))
+    store = open_store(tmp_path / "store", clock=clock, ledger=tmp_path / "ledger")
+    store.write(ml.Note("s-1", "draft", "offer the launch discount again"), by=MEMBER)
+    clock.advance(days=1)
+    report = store.purge(by=STEWARD)
+    assert report.rows["note"] == 1
+    assert report.verified is True and report.leftovers == (), report.leftovers
+
+
+def test_an_expired_note_about_a_customer_leaves_no_session_id_in_the_log(tmp_path):
+    clock = SimClock(day(1))
+    store = open_store(tmp_path / "store", clock=clock, ledger=tmp_path / "ledger")
+    store.write(ml.Note("call-0302", "draft", "offer the launch discount again", subject="customer:halvorsen"),
+                by=MEMBER)
+    clock.advance(days=1)
+    report = store.purge(by=STEWARD)
+    assert report.verified is True and report.leftovers == (), report.leftovers
+    assert files_holding([tmp_path / "store"], ["call-0302"]) == {}
