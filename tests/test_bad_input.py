@@ -108,3 +108,22 @@ def test_a_rejected_batch_leaves_no_record_of_its_good_part(populated):
 def test_errors_are_also_the_matching_builtins():
     assert issubclass(ml.ValidationError, ValueError) and issubclass(ml.ValidationError, ml.LakehouseError)
     assert issubclass(ml.PermissionDenied, PermissionError) and issubclass(ml.PermissionDenied, ml.LakehouseError)
+
+
+def test_a_big_batch_leaves_the_garbage_collector_as_it_found_it_even_when_it_fails(store):
+    import gc
+
+    from memory_lakehouse.write import GC_PAUSE_BATCH
+
+    good = [fact(f"user:{i}", "plan", "Pro", day(1)) for i in range(GC_PAUSE_BATCH)]
+    store.write_many(good, by=MEMBER)
+    assert gc.isenabled()
+    with pytest.raises(ml.ValidationError):
+        store.write_many(good + [fact("user:x", "plan", "Pro", datetime(2026, 1, 1))], by=MEMBER)  # naive
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        store.write_many([fact(f"user:{i}", "plan", "Team", day(2)) for i in range(GC_PAUSE_BATCH)], by=MEMBER)
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
