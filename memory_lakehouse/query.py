@@ -366,15 +366,15 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
     def _repeats(self, kind: str, principal: Principal, basis: Basis) -> bool:
         """Whether this reader's previous read of *kind* was at an equivalent basis."""
         reader = (kind, principal.scope)
-        now = (self._state(kind), _micros(basis.known_at), _micros(basis.valid_at))
+        org = principal.scope.org
+        now = (self._state(kind, org), _micros(basis.known_at), _micros(basis.valid_at))
         last = self._last_reads.pop(reader, None)
         self._last_reads[reader] = now
         while len(self._last_reads) > CACHE_ENTRIES:
             self._last_reads.popitem(last=False)
         if last is None or last[0] != now[0]:
             return False
-        bounds = self._boundaries(kind)
-        return not (bounds.crosses(bounds.known, last[1], now[1]) or bounds.crosses(bounds.valid, last[2], now[2]))
+        return not self._boundaries(kind).crosses(org, (last[1], now[1]), (last[2], now[2]))
 
     def visible(
         self,
@@ -399,6 +399,10 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         filterable = set(SPECS[kind].schema.names)
         with self._lock:
             self.lake.refresh()
+            key = self._cache_key(kind, bases, filters, include_proposals, heads_only, columns)
+            cached = self._cached(kind, key, bases) if key is not None else None
+            if cached is not None:  # before the mirror takes in new rows: they are another org's
+                return cached
             table = self._register(kind)
             params: dict[str, Any] = {}
             where = ["NOT r.hidden"]
@@ -426,11 +430,6 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 self.con.register("bases", bases)
                 source, b = f"{table} r JOIN bases b ON r.org = b.org", (lambda c: f"b.{c}")
             sql = visibility_sql(source, b, where + [f"r.status = '{status}'"], heads_only=heads_only)
-            key = self._cache_key(kind, bases, filters, include_proposals, heads_only, columns)
-            if key is not None:
-                cached = self._cached(kind, key, bases)
-                if cached is not None:
-                    return cached
             hits = self.execute(sql, params)
             wanted = None if columns is None else [c for c in columns if c != "_row"]
             rows = self._take(kind, hits.column("_row"), wanted)
@@ -443,9 +442,12 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
 
     # ---------------------------------------------------------------- result cache
 
-    def _state(self, kind: str) -> tuple:
+    def _state(self, kind: str, org: str) -> tuple:
+        """What a remembered read of *org*'s rows depends on: the snapshot's epoch, the
+        appends that brought *org* rows, and the ledger. Every rule of the query matches
+        ``r.org`` to the reader's org, so a write to another org changes nothing here."""
         view = self.lake.views[kind]
-        return (view.epoch, len(view.chunks), id(self._forgotten))
+        return (view.epoch, self._boundaries(kind).appends.get(org, 0), id(self._forgotten))
 
     def _cache_key(self, kind: str, bases: pa.Table, filters, include_proposals, heads_only, columns):
         if bases.num_rows != 1:
@@ -465,16 +467,18 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
 
         The visible set is piecewise constant in time: it changes only when known_at
         crosses some row's known_since (or a retraction's), or valid_at crosses some
-        valid_from / valid_to / expires_at. Any write or ledger change drops the entry.
+        valid_from / valid_to / expires_at — of the reader's org: every rule matches the
+        row's org to the reader's. A write to that org, or any ledger change, drops the entry.
         """
         entry = self._cache.get(key) if key is not None else None
-        if entry is None or entry[0] != self._state(kind):
+        if entry is None:
+            return None
+        b = bases.slice(0, 1).to_pylist()[0]
+        if entry[0] != self._state(kind, b["org"]):
             return None
         _, known, valid, rows = entry
-        b = bases.slice(0, 1).to_pylist()[0]
         now_k, now_v = _micros(b["known_at"]), _micros(b["valid_at"])
-        bounds = self._boundaries(kind)
-        if bounds.crosses(bounds.known, known, now_k) or bounds.crosses(bounds.valid, valid, now_v):
+        if self._boundaries(kind).crosses(b["org"], (known, now_k), (valid, now_v)):
             return None
         self._cache.move_to_end(key)
         if not quiet:
@@ -485,7 +489,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         b = bases.slice(0, 1).to_pylist()[0]
         old = self._cache.pop(key, None)
         self._cache_bytes += rows.nbytes - (old[3].nbytes if old is not None else 0)
-        self._cache[key] = (self._state(kind), _micros(b["known_at"]), _micros(b["valid_at"]), rows)
+        self._cache[key] = (self._state(kind, b["org"]), _micros(b["known_at"]), _micros(b["valid_at"]), rows)
         while len(self._cache) > 1 and (len(self._cache) > CACHE_ENTRIES or self._cache_bytes > CACHE_BYTES):
             self._cache_bytes -= self._cache.popitem(last=False)[1][3].nbytes
 
@@ -553,22 +557,36 @@ def _micros(value: datetime) -> int:
 
 
 class _Boundaries:
-    """Sorted instants at which some row's visibility can flip, per clock."""
+    """Per org: how many appends brought it rows, and the sorted instants at which one of
+    its rows' visibility can flip, per clock (known_since; valid_from, valid_to, expires_at)."""
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch
         self.applied = 0
-        self.known = np.empty(0, dtype=np.int64)
-        self.valid = np.empty(0, dtype=np.int64)
+        self.appends: dict[str, int] = {}
+        self.known: dict[str, np.ndarray] = {}
+        self.valid: dict[str, np.ndarray] = {}
 
     def add(self, chunk: pa.Table) -> None:
-        self.known = np.union1d(self.known, _instants(chunk, ("known_since",)))
-        self.valid = np.union1d(self.valid, _instants(chunk, ("valid_from", "valid_to", "expires_at")))
+        orgs = pc.unique(chunk.column("org")).to_pylist()
+        for org in orgs:
+            rows = chunk if len(orgs) == 1 else chunk.filter(pc.equal(chunk.column("org"), org))
+            self.appends[org] = self.appends.get(org, 0) + 1
+            self.known[org] = np.union1d(self.known.get(org, _NONE), _instants(rows, ("known_since",)))
+            self.valid[org] = np.union1d(self.valid.get(org, _NONE),
+                                         _instants(rows, ("valid_from", "valid_to", "expires_at")))
 
-    @staticmethod
-    def crosses(instants: np.ndarray, a: int, b: int) -> bool:
-        lo, hi = (a, b) if a <= b else (b, a)
-        return bool(np.searchsorted(instants, hi, "right") - np.searchsorted(instants, lo, "right"))
+    def crosses(self, org: str, known: tuple[int, int], valid: tuple[int, int]) -> bool:
+        """Whether an instant of *org* lies between two readings of either clock."""
+        return _between(self.known.get(org, _NONE), *known) or _between(self.valid.get(org, _NONE), *valid)
+
+
+_NONE = np.empty(0, dtype=np.int64)
+
+
+def _between(instants: np.ndarray, a: int, b: int) -> bool:
+    lo, hi = (a, b) if a <= b else (b, a)
+    return bool(np.searchsorted(instants, hi, "right") - np.searchsorted(instants, lo, "right"))
 
 
 def _instants(chunk: pa.Table, names: Sequence[str]) -> np.ndarray:

@@ -122,3 +122,27 @@ def test_remembered_results_stay_within_the_byte_budget(tmp_path, monkeypatch):
     cache = store.vis._cache
     assert store.vis._cache_bytes == sum(entry[3].nbytes for entry in cache.values())
     assert store.vis._cache_bytes <= 4096 or len(cache) == 1
+
+
+def test_a_write_to_another_org_keeps_a_readers_remembered_results_and_one_to_its_org_drops_them(tmp_path):
+    now = [T0 + timedelta(days=1)]
+    store = _store(tmp_path, now)
+    acme = ml.Principal("lead", ml.Scope("acme"), role="curator")
+    globex = ml.Principal("g-lead", ml.Scope("globex"), role="curator")
+    reader = ml.Principal("ann", ml.Scope("acme", "support"), role="member")
+    store.write_many([ml.Fact(f"user:{i}", "plan", "Free", T0, source="crm") for i in range(5)], by=acme)
+    for i in range(3):
+        store.get_fact(f"user:{i}", "plan", by=reader)  # the reader's visible set is remembered
+    lines = []
+    with store.tracer(lambda message, *_: lines.append(message)):
+        now[0] += timedelta(minutes=1)
+        store.write(ml.Fact("user:0", "plan", "Enterprise", T0, source="crm"), by=globex)  # another org
+        assert store.get_fact("user:3", "plan", by=reader).value == "Free"
+        assert any("picked from the reader's remembered visible set" in line for line in lines)
+        lines.clear()
+        now[0] += timedelta(minutes=1)
+        store.write(ml.Fact("user:3", "plan", "Pro", T0 + timedelta(hours=1), source="crm"), by=acme)  # its org
+        assert store.get_fact("user:3", "plan", by=reader).value == "Pro"
+        assert not any("remembered visible set" in line or "from cache" in line for line in lines)
+    assert store.get_fact("user:0", "plan", by=globex).value == "Enterprise"
+    assert store.get_fact("user:0", "plan", by=reader).value == "Free"
