@@ -8,6 +8,14 @@ from an old backup replays it before serving anything.
 
 The ledger holds no content: subjects appear only as keys (`records.subject_key`),
 records only by their random ids.
+
+Purge works the same on a local store and on an object store (``s3://…``): it rewrites
+the affected files through delta-rs, deletes exactly the files its commits removed (never
+a vacuum, which on a shared object store could also take the files of appends still in
+flight), and verifies by listing and reading back every object under the store root and
+the ledger (`lake.ObjectStore`). On an object store the index is a per-machine local
+cache (see `retrieve.Retriever.index`): the purging process rebuilds its own; another
+machine's copy is rebuilt without the erased rows when that machine next loads it.
 """
 
 from __future__ import annotations
@@ -100,7 +108,7 @@ class Ledger:
                 self._dt = DeltaTable(self.uri, storage_options=self.storage_options)
             if self._dt.version() == self._version:
                 return False
-            self._entries = self._dt.to_pyarrow_dataset().to_table().sort_by("at").to_pylist()
+            self._entries = self._dt.to_pyarrow_dataset().to_table(use_threads=False).sort_by("at").to_pylist()
             self._version = self._dt.version()
             return True
 
@@ -361,16 +369,30 @@ def scan_for(root: Path, values: set[str], *, skip: Sequence[str] = (), skip_suf
              files: Optional[Iterable[Path]] = None) -> list[str]:
     """Files under *root* (or just *files*, which lie under it) that still hold any of
     *values*: raw bytes, and decoded parquet (pages may be compressed; nested columns are walked)."""
+    from .lake import ObjectStore
+
+    if not values:
+        return []
+    root = Path(root)
+    paths = files if files is not None else (p for p in root.rglob("*") if p.is_file())
+    rels = [Path(p).relative_to(root).as_posix() for p in paths
+            if not any(str(p).startswith(s) for s in skip) and Path(p).suffix not in skip_suffixes]
+    return _scan(ObjectStore(str(root)), values, rels)
+
+
+def _scan(objects, values: set[str], rels: Iterable[str]) -> list[str]:
+    """Which of the objects at *rels* (under *objects*' root) hold any of *values*: sorted paths."""
     if not values:
         return []
     needles, wanted = _needles(values)
     found = []
-    for path in sorted(files if files is not None else (p for p in root.rglob("*") if p.is_file())):
-        if any(str(path).startswith(s) for s in skip) or path.suffix in skip_suffixes:
+    for rel in sorted(rels):
+        try:
+            data = objects.read(rel)
+        except FileNotFoundError:  # gone since the listing (or a directory marker): holds nothing
             continue
-        if needles.search(path.read_bytes()) is not None or (
-                path.suffix == ".parquet" and _parquet_values(path, wanted)):
-            found.append(str(path.relative_to(root)))
+        if needles.search(data) is not None or (rel.endswith(".parquet") and _parquet_values(data, wanted)):
+            found.append(rel)
     return found
 
 
@@ -380,21 +402,21 @@ def _needles(values: set[str]) -> tuple["re.Pattern[bytes]", "pa.Array"]:
             pa.array(sorted(values), pa.string()))
 
 
-def _parquet_values(path: Path, wanted: "pa.Array") -> set[str]:
-    """Which of *wanted* are whole values (quotes trimmed) somewhere in the parquet file at *path*."""
+def _parquet_values(data: bytes, wanted: "pa.Array") -> set[str]:
+    """Which of *wanted* are whole values (quotes trimmed) somewhere in the parquet file *data*."""
     import pyarrow.parquet as pq
 
     out: set[str] = set()
-    for col in pq.read_table(path).columns:
+    for col in pq.read_table(pa.BufferReader(data), use_threads=False).columns:
         for leaf in _string_leaves(col.combine_chunks()):
             text = pc.utf8_trim(leaf.cast(pa.string()), characters='"')
             out.update(text.filter(pc.fill_null(pc.is_in(text, value_set=wanted), False)).unique().to_pylist())
     return out
 
 
-def _values_in(path: Path, values: set[str], needles: "re.Pattern[bytes]", wanted: "pa.Array") -> set[str]:
-    """Which of *values* (compiled by `_needles`) the file at *path* holds: raw bytes, decoded parquet."""
-    data = path.read_bytes()
+def _values_in(data: bytes, parquet: bool, values: set[str], needles: "re.Pattern[bytes]",
+               wanted: "pa.Array") -> set[str]:
+    """Which of *values* (compiled by `_needles`) a file's *data* holds: raw bytes, decoded parquet."""
     found: set[str] = set()
     while True:  # a match hides the values overlapping it: look again for the rest
         new = {m.group().decode() for m in needles.finditer(data)} - found
@@ -402,7 +424,7 @@ def _values_in(path: Path, values: set[str], needles: "re.Pattern[bytes]", wante
         if not new or found == values:
             break
         needles = _needles(values - found)[0]
-    return found | (_parquet_values(path, wanted) if path.suffix == ".parquet" else set())
+    return found | (_parquet_values(data, wanted) if parquet else set())
 
 
 def verify_erased(lake, ledger: "Ledger", index_root: Path, *, values: set[str], names: set[str],
@@ -420,33 +442,44 @@ def verify_erased(lake, ledger: "Ledger", index_root: Path, *, values: set[str],
     * Everything else — commit logs and checkpoints, the ledger, the index, stray copies —
       holds no content by design: every erased text and name counts there.
 
-    Index payloads are floats, checked by record id (`index_holding`). Local stores only.
+    Index payloads are floats, checked by record id (`index_holding`). On an object store
+    every object under the root (and under a ledger kept apart) is listed and read back
+    through `lake.ObjectStore`; the index there is a local cache, checked the same way.
     """
+    from .lake import ObjectStore
     from .records import SPECS
 
-    root = Path(lake.root)
-    tables = [root / kind for kind in SPECS]
-    data = {p for t in tables for p in t.rglob("*.parquet") if "_delta_log" not in p.relative_to(t).parts}
+    objects = lake.objects
+    files = objects.list()
+
+    def is_data(rel: str) -> bool:
+        parts = rel.split("/")
+        return parts[0] in SPECS and rel.endswith(".parquet") and "_delta_log" not in parts[1:]
+
+    data = sorted(rel for rel in files if is_data(rel))
     strict = values | names
-    others = [p for p in root.rglob("*") if p.is_file() and p not in data and p.suffix not in VECTOR_FILES]
-    leftovers = scan_for(root, strict, files=others)
+    others = [rel for rel in files if not is_data(rel) and Path(rel).suffix not in VECTOR_FILES]
+    leftovers = _scan(objects, strict, others)
     wanted = strict | record_ids
-    held: dict[Path, set[str]] = {}
+    held: dict[str, set[str]] = {}
     if wanted:
         needles, array = _needles(wanted)
-        for path in data:
-            found = _values_in(path, wanted, needles, array)
+        for rel in data:
+            try:
+                found = _values_in(objects.read(rel), True, wanted, needles, array)
+            except FileNotFoundError:
+                continue
             if found:
-                held[path] = found
+                held[rel] = found
     if held:  # text a surviving row holds does not count in data files: what is left does
         kept = _Kept(lake)
         hits = set().union(*held.values())
         innocent = {v for v in hits - names if kept.holds(v)} | (hits & names & kept.subjects)
-        leftovers += scan_for(root, wanted - innocent, files=held)
+        leftovers += _scan(objects, wanted - innocent, held)
     leftovers.sort()
-    ledger_root = Path(ledger.uri)
-    if "://" not in ledger.uri and root not in ledger_root.absolute().parents:
-        leftovers += [f"ledger: {p}" for p in scan_for(ledger_root, strict)]
+    if not objects.contains(ledger.uri):
+        apart = ObjectStore(ledger.uri, ledger.storage_options)
+        leftovers += [f"ledger: {rel}" for rel in _scan(apart, strict, apart.list())]
     return leftovers + index_holding(index_root, record_ids)
 
 
@@ -558,14 +591,11 @@ def run_purge(store, principal, *, grace, dry_run: bool, expired: bool = True) -
                       metadata=commit_metadata(txn_id=new_txn_id(), committed_at=at, op="purge",
                                                actor=principal.id, reason="purge", records=len(ids)))
     after = _sizes(lake)
-    leftovers: list[str] = []
-    if lake.is_local:
-        leftovers = verify_erased(lake, ledger, store.retriever.index.root, values=values, names=names,
-                                  record_ids={r for ids in erased_by_org.values() for r in ids})
+    leftovers = verify_erased(lake, ledger, store.retriever.index.root, values=values, names=names,
+                              record_ids={r for ids in erased_by_org.values() for r in ids})
     return PurgeReport(False, subjects, rows, expired_rows, files_rewritten,
                        max(0, sum(before.values()) - sum(after.values())), partitions,
-                       not leftovers if lake.is_local else None, tuple(leftovers),
-                       seconds=round(_time.perf_counter() - started, 3))
+                       not leftovers, tuple(leftovers), seconds=round(_time.perf_counter() - started, 3))
 
 
 def index_holding(root: Path, record_ids: set[str]) -> list[str]:
@@ -615,26 +645,28 @@ def _levels(lake, kind: str, position: int) -> tuple[Optional[str], Optional[str
 
 def _sizes(lake) -> dict[str, int]:
     """Sizes of the tables' data files (what a purge reclaims; logs and index are counted apart)."""
-    if not lake.is_local:
-        return {}
     from .records import SPECS
 
-    return {str(p): p.stat().st_size for kind in SPECS for p in Path(lake.uri(kind)).rglob("*.parquet")
-            if "_delta_log" not in p.parts}
+    return {rel: size for kind in SPECS for rel, size in lake.objects.list(kind).items()
+            if rel.endswith(".parquet") and not rel.startswith(f"{kind}/_delta_log/")}
 
 
 def _delete_removed_files(lake, kind: str) -> pa.Table:
     """Delete the files purges removed from *kind*'s table; return the rows that were in them
-    and are no longer in the table (an interrupted purge's erasures: empty after a clean run)."""
+    and are no longer in the table (an interrupted purge's erasures: empty after a clean run).
+
+    Exactly the files a purge commit removed, and only once no snapshot file refers to them,
+    on a local store and an object store alike: never a vacuum, which would also take
+    the files of appends still in flight (written, not yet committed) on an object store.
+    """
     empty = pa.table({"record_id": pa.array([], pa.string()), "subject_key": pa.array([], pa.string()),
                       "org": pa.array([], pa.string())})
-    if not lake.is_local:  # object stores: delta-rs vacuum (see DESIGN.md § Forgetting for the caveat)
-        dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
-        dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    removed = lake.files_removed_by(kind, "purge")
+    if not removed:
         return empty
     referenced = set(lake.views[kind].paths)
-    doomed = [rel for rel in lake.files_removed_by(kind, "purge")
-              if rel not in referenced and (Path(lake.uri(kind)) / rel).exists()]
+    present = lake.objects.list(kind)
+    doomed = [rel for rel in dict.fromkeys(removed) if rel not in referenced and f"{kind}/{rel}" in present]
     if not doomed:
         return empty
     with lake.maintenance_lock(kind):
@@ -651,11 +683,13 @@ def _delete_files(lake, kind: str, doomed: Sequence[str], empty: pa.Table) -> pa
     live = None
     parts = []
     for rel in doomed:
-        path = Path(lake.uri(kind)) / rel
-        if not path.exists():
+        key = f"{kind}/{rel}"
+        try:
+            raw = lake.objects.read(key)
+        except FileNotFoundError:
             continue
         try:
-            data = pq.read_table(path)
+            data = pq.read_table(pa.BufferReader(raw), use_threads=False)
         except Exception:  # a torn file: nothing to verify in it, delete it all the same
             data = None
         if data is not None and data.num_rows:
@@ -667,7 +701,7 @@ def _delete_files(lake, kind: str, doomed: Sequence[str], empty: pa.Table) -> pa
                 data = data.append_column("org", pa.array([org] * data.num_rows, pa.string()))
             names = [c for c in SPECS[kind].schema.names if c in data.column_names]
             parts.append(data.select(names))
-        path.unlink(missing_ok=True)
+        lake.objects.delete(key)
     if not parts:
         return empty
     return pa.concat_tables(parts, promote_options="permissive")

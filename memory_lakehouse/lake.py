@@ -17,6 +17,22 @@ Three table settings carry invariants (see ``TABLE_CONFIG``):
 
 Reads go through a warm, incrementally refreshed snapshot per table (`TableView`):
 new commits are read file by file; a rewrite (purge, optimize) triggers a full reload.
+
+The root may be a local path or an object-store URI (``s3://bucket/prefix`` with
+delta-rs storage options). What differs on an object store:
+
+* no local fast paths: every refresh asks delta-rs for the table's latest version (a
+  LIST of ``_delta_log``), and new files are read through delta-rs's filesystem, one
+  file at a time (pyarrow worker threads that call back into that Python filesystem
+  can outlive a threaded scan and abort the interpreter at exit);
+* concurrent writers rely on the store's conditional put (``If-None-Match: *``, the
+  delta-rs default on S3 since 0.23): a commit that loses the race is retried at the
+  next version, never overwritten. A store without it needs a locking provider;
+* no cross-process maintenance lock: a rewrite (purge) that loses its commit race
+  fails with a commit conflict and can simply be run again;
+* purge and its verification list, read and delete objects through `ObjectStore`
+  (the same filesystem delta-rs uses), so they work the same as on a local store;
+* the HNSW index, a derived cache, stays on local disk (see `retrieve.Retriever.index`).
 """
 
 from __future__ import annotations
@@ -35,6 +51,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
@@ -155,6 +172,69 @@ class TableView:
     high_water: Optional[datetime] = None  # the latest system time of a memory commit so far
 
 
+def is_local_uri(uri: str) -> bool:
+    """Whether *uri* names a local path (a bare path or ``file://``) rather than an object store."""
+    return "://" not in str(uri) or str(uri).startswith("file://")
+
+
+class ObjectStore:
+    """The files under one root — a local directory or an object-store prefix — by relative path.
+
+    What purge and its verification need and Delta does not offer: list every object,
+    read one whole, delete one. On an object store it goes through delta-rs's own
+    filesystem (the same storage options, credentials and endpoint as the tables).
+    """
+
+    def __init__(self, root: str, storage_options: Optional[Mapping[str, str]] = None) -> None:
+        self.is_local = is_local_uri(root)
+        self.root = str(Path(str(root).removeprefix("file://")).absolute()) if self.is_local else str(root).rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self._fs: Optional[pafs.FileSystem] = None
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.root!r})"
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        if self._fs is None:
+            from deltalake.fs import DeltaStorageHandler
+
+            self._fs = pafs.PyFileSystem(DeltaStorageHandler(self.root, self.storage_options or None))
+        return self._fs
+
+    def list(self, prefix: str = "") -> dict[str, int]:
+        """Every file under *prefix*: its path relative to the root -> its size in bytes."""
+        if self.is_local:
+            top = Path(self.root) / prefix
+            if not top.is_dir():
+                return {}
+            return {p.relative_to(self.root).as_posix(): p.stat().st_size for p in top.rglob("*") if p.is_file()}
+        infos = self.fs.get_file_info(pafs.FileSelector(prefix.strip("/"), recursive=True, allow_not_found=True))
+        return {i.path.lstrip("/"): int(i.size or 0) for i in infos if i.type == pafs.FileType.File}
+
+    def read(self, rel: str) -> bytes:
+        """The whole object at *rel*."""
+        if self.is_local:
+            return (Path(self.root) / rel).read_bytes()
+        with self.fs.open_input_stream(rel) as fh:
+            return fh.read()
+
+    def delete(self, rel: str) -> None:
+        """Delete the object at *rel* (no error if it is already gone)."""
+        if self.is_local:
+            (Path(self.root) / rel).unlink(missing_ok=True)
+            return
+        try:
+            self.fs.delete_file(rel)
+        except FileNotFoundError:
+            pass
+
+    def contains(self, uri: str) -> bool:
+        """Whether *uri* lies under this root."""
+        other = str(Path(str(uri).removeprefix("file://")).absolute()) if is_local_uri(uri) else str(uri).rstrip("/")
+        return other == self.root or other.startswith(self.root + "/")
+
+
 class Lake:
     """The store's Delta tables under one root (a local path or an object-store URI)."""
 
@@ -162,12 +242,14 @@ class Lake:
                  clock: Optional[StoreClock] = None, create: bool = True) -> None:
         self.root = str(root).rstrip("/")
         self.storage_options = dict(storage_options or {})
-        self.is_local = "://" not in self.root or self.root.startswith("file://")
+        self.is_local = is_local_uri(self.root)
         if self.is_local:
             self.root = str(Path(self.root.removeprefix("file://")).absolute())
+        self.objects = ObjectStore(self.root, self.storage_options)
         self.clock = clock or StoreClock()
         self._lock = threading.RLock()
-        self._handles: dict[str, DeltaTable] = {}
+        self._handles: dict[str, DeltaTable] = {}  # what reads reload from: advanced only by the log
+        self._writers: dict[str, DeltaTable] = {}  # what appends go through (see `_write_handle`)
         self.views: dict[str, TableView] = {k: TableView(k) for k in SPECS}
         self._known: Optional[dict[str, pa.Table]] = None  # kind -> rows joined with system time
         self.generation = 0  # bumps whenever any view changes; caches key on it
@@ -235,12 +317,18 @@ class Lake:
         checkpoint), and `update_incremental` costs ~10 ms even when nothing changed:
         so skip the update when a stat() shows no newer commit, and reopen the handle
         every `HANDLE_MAX_COMMITS` appends.
+
+        Writes never go through the handle reads reload from: when another writer's
+        commit lands first, delta-rs retries ours at the next version and moves the
+        writing handle past the other commit without its files; a reload from that
+        handle lost the other writer's rows (seen on S3 with two processes).
         """
-        handle = self._handles[kind]
+        handle = self._writers.get(kind)
         self._handle_writes[kind] = self._handle_writes.get(kind, 0) + 1
-        if self._handle_writes[kind] >= HANDLE_MAX_COMMITS:
+        if handle is None or self._handle_writes[kind] >= HANDLE_MAX_COMMITS:
             self._handle_writes[kind] = 0
-            handle = self._handles[kind] = DeltaTable(self.uri(kind), storage_options=self.storage_options or None)
+            handle = self._writers[kind] = DeltaTable(self.uri(kind), storage_options=self.storage_options or None)
+            return handle
         hint = self._latest_version_hint(kind)
         if hint is None or hint != handle.version():
             handle.update_incremental()
@@ -322,6 +410,29 @@ class Lake:
         view.version = latest
         return True
 
+    def _commit_infos(self, kind: str, dt: DeltaTable, after: int, upto: int) -> list[dict]:
+        """The commitInfo of each version ``after < v <= upto``, oldest first, read from the
+        version's own (immutable) commit file.
+
+        Not from ``history()``: it numbers the commits it lists from the handle's snapshot
+        version, so commits another writer landed meanwhile came back under the wrong
+        version numbers and their rows never got a system time (seen on S3 with two
+        processes). A commit file the log has cleaned up falls back to ``history()``.
+        """
+        out, missing = [], []
+        for version in range(after + 1, upto + 1):
+            try:
+                lines = self.objects.read(f"{kind}/_delta_log/{version:020d}.json").decode().splitlines()
+            except (FileNotFoundError, OSError):
+                missing.append(version)
+                continue
+            info = next((json.loads(line)["commitInfo"] for line in lines if '"commitInfo"' in line), {})
+            out.append({**info, "version": version})
+        if missing:
+            known = {int(e["version"]): e for e in dt.history() if int(e["version"]) in set(missing)}
+            out.extend(known[v] for v in missing if v in known)
+        return sorted(out, key=lambda e: int(e["version"]))
+
     def _reload(self, kind: str) -> bool:
         """Slow path: the whole snapshot through delta-rs (first open, remote stores, rewrites)."""
         view = self.views[kind]
@@ -333,24 +444,23 @@ class Lake:
         version = dt.version()
         if version == view.version:
             return False
-        history = dt.history(None if view.version < 0 else version - view.version)
-        for entry in sorted(history, key=lambda e: int(e["version"])):
-            if int(entry["version"]) > view.version:
-                self._record_commit(view, _parse_commit(kind, entry))
+        for entry in self._commit_infos(kind, dt, view.version, version):
+            self._record_commit(view, _parse_commit(kind, entry))
         adds = pa.table(dt.get_add_actions(flatten=False))
         current = {unquote(p) for p in adds.column("path").to_pylist()} if adds.num_rows else set()
         dataset = dt.to_pyarrow_dataset()
         schema = SPECS[kind].schema
+        threads = self.is_local  # see the module docstring: remote files are read one at a time
         if view.rows is None or not view.paths <= current:
             view.epoch += 1
             view.chunks = []
             view.rows = None
-            fresh = dataset.to_table()
+            fresh = dataset.to_table(use_threads=threads)
         else:
             new = current - view.paths
             frags = [f for f in dataset.get_fragments() if unquote(_rel(f.path)) in new]
-            fresh = pads.FileSystemDataset(frags, dataset.schema, dataset.format, dataset.filesystem).to_table() \
-                if frags else schema.empty_table()
+            fresh = pads.FileSystemDataset(frags, dataset.schema, dataset.format, dataset.filesystem) \
+                .to_table(use_threads=threads) if frags else schema.empty_table()
         self._append_chunk(view, fresh.select(schema.names).cast(schema))
         view.paths = current
         view.version = version
@@ -498,7 +608,7 @@ class Lake:
         """Rows of *table* exactly as Delta time travel gives them at *version*."""
         dt = DeltaTable(self.uri(table), version=version, storage_options=self.storage_options or None)
         schema = SPECS[table].schema
-        return dt.to_pyarrow_dataset().to_table().select(schema.names).cast(schema)
+        return dt.to_pyarrow_dataset().to_table(use_threads=self.is_local).select(schema.names).cast(schema)
 
     def handle(self, table: str) -> DeltaTable:
         return self._handles[table]
@@ -508,8 +618,8 @@ class Lake:
         """Serialise file-rewriting operations on one table across processes (local stores).
 
         Appends never take it: they are blind and retry themselves. On object stores
-        delta-rs's optimistic commit is the only guard; a rewrite that loses raises
-        ConflictError and can be retried.
+        delta-rs's optimistic commit is the only guard; a rewrite that loses fails with
+        delta-rs's commit conflict and can be retried.
         """
         if not self.is_local:
             yield
@@ -526,20 +636,26 @@ class Lake:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def files_removed_by(self, table: str, operation: str) -> list[str]:
-        """Relative paths that commits of *operation* removed (local stores): what purge deletes."""
-        log = Path(self.uri(table)) / "_delta_log"
+        """Paths (relative to the table) that commits of *operation* removed: what purge deletes.
+
+        Reads only the commits the snapshot knows to be of that operation (call after a
+        refresh), so it costs one read per such commit, not a scan of the whole log.
+        """
+        with self._lock:
+            versions = sorted(v for v, c in self.views[table].commits.items() if c.operation == operation)
         removed = []
-        for commit in sorted(log.glob("*.json")):
-            lines = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+        for version in versions:
+            text = self.objects.read(f"{table}/_delta_log/{version:020d}.json").decode("utf-8")
+            lines = [json.loads(line) for line in text.splitlines() if line.strip()]
             info = next((a["commitInfo"] for a in lines if "commitInfo" in a), {})
             if info.get(META_PREFIX + "op") == operation:
                 removed += [unquote(a["remove"]["path"]) for a in lines if "remove" in a]
         return removed
 
     def files(self) -> list[Path]:
-        """Every file under a local store root (for byte scans and size reports)."""
+        """Every file under a local store root (object stores: `objects.list()`)."""
         if not self.is_local:
-            raise StoreError("file listing is only available for local stores")
+            raise StoreError("file paths exist only for local stores; use lake.objects.list() on object stores")
         return [p for p in Path(self.root).rglob("*") if p.is_file()]
 
 

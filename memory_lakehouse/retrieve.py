@@ -250,6 +250,8 @@ class Retriever:
                 if self.lake.is_local:
                     root = Path(self.lake.root) / "_index"
                 else:  # object stores: the derived index is a local cache keyed by the store URI
+                    # (shared by this machine's processes; other machines keep their own, and a
+                    # purge made elsewhere reaches it when it is next loaded: see `_state`)
                     digest = hashlib.sha256(self.lake.root.encode()).hexdigest()[:16]
                     root = Path(tempfile.gettempdir()) / "memlake-index" / digest
             self._index = PartitionedIndex(root, self.embedder.name, int(self.embedder.dim))
@@ -307,7 +309,26 @@ class Retriever:
                     state.partition = part
                     tag = self.index.tag(org)
                     state.versions = dict(tag.versions) if tag else None
+                    if not self.lake.is_local and self._holds_erased_rows(org, part, state.versions):
+                        self.rebuild([org])  # reuses the surviving rows' vectors
+                        state = self._orgs[org]
             return state
+
+    def _holds_erased_rows(self, org: str, part: Partition, versions: Optional[Mapping[str, int]]) -> bool:
+        """Whether a partition loaded from this machine's cache holds rows the store no longer
+        has: a purge made by another machine, which could not reach this cache."""
+        if versions is None or any(v > self.lake.views[t].version for t, v in versions.items()
+                                   if t in self.lake.views):
+            return False  # built from a newer snapshot than ours: nothing to judge by yet
+        held = 0
+        for kind in INDEXED_KINDS:
+            rows = self.lake.all_rows(kind)
+            ids = rows.filter(pc.equal(rows.column("org"), org)).column("record_id").to_pylist()
+            held += sum(rid in part for rid in ids)
+        if held < len(part):
+            self.trace(f"index {org}: the cached partition holds {len(part) - held} row(s) erased since; rebuilding")
+            return True
+        return False
 
     def sync(self, org: str) -> _OrgState:
         """Catch the org's partition up with rows committed since it was built or saved."""

