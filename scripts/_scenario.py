@@ -48,3 +48,16 @@ class Checks:
 
 UTC = timezone.utc
 __all__ = ["SimClock", "parse_store", "Checks", "UTC", "datetime", "timedelta"]
+
+
+def attempt(label: str, fn):
+    """Run an action that may be refused; print and return the store's error (or None)."""
+    import memory_lakehouse as ml
+
+    try:
+        result = fn()
+    except ml.LakehouseError as err:
+        print(f"   {label}: refused ({type(err).__name__}) — {err}")
+        return err
+    print(f"   {label}: allowed — {result}")
+    return None

@@ -12,7 +12,7 @@ Failed episodes stop counting after 90 days unless a human records them again. T
 version ranges keep the contradiction rate at zero; a version-blind query does not.
 """
 
-from _scenario import UTC, Checks, SimClock, datetime, parse_store, timedelta
+from _scenario import UTC, Checks, SimClock, attempt, datetime, parse_store, timedelta
 
 import memory_lakehouse as ml
 
@@ -47,15 +47,6 @@ def record(when: datetime, *args, by: ml.Principal = dana, **kw) -> ml.WriteResu
     return store.write(episode(*args, **kw), by=by)
 
 
-def refused(label: str, fn):
-    """Run an action that should be refused; print and return the error (or None)."""
-    try:
-        result = fn()
-    except ml.LakehouseError as err:
-        print(f"   {label}: refused ({type(err).__name__}) — {err}")
-        return err
-    print(f"   {label}: allowed — {result}")
-    return None
 
 
 def ask(version: str | None, *, by: ml.Principal = bot, k: int = 5, **kw) -> list:
@@ -115,25 +106,25 @@ print("\n== Jan 27: someone suggests raising the pool size in a chat thread; the
 clock.set(at(1, 27, 15, 30))
 before = audit_count()
 rumour = episode(P99, "increase the pool size", "failed", None)  # "we tried it, it didn't help" — no link
-err = refused("the bot files the suggestion as a fact", lambda: store.write(rumour, by=bot, scope=TEAM))
+err = attempt("the bot files the suggestion as a fact", lambda: store.write(rumour, by=bot, scope=TEAM))
 check("an agent cannot write memory, only propose it", isinstance(err, ml.PermissionDenied))
-err = refused("the bot proposes it without evidence", lambda: store.propose(rumour, by=bot, scope=TEAM))
+err = attempt("the bot proposes it without evidence", lambda: store.propose(rumour, by=bot, scope=TEAM))
 check("an episode without evidence is refused, naming the field",
       isinstance(err, ml.ValidationError) and err.field == "evidence")
-err = refused("dana writes an episode without evidence", lambda: store.write(rumour, by=dana))
+err = attempt("dana writes an episode without evidence", lambda: store.write(rumour, by=dana))
 check("even a human cannot write one without evidence", isinstance(err, ml.ValidationError) and err.field == "evidence")
-err = refused("... or with blank evidence", lambda: store.write(rumour.replace(evidence="  "), by=dana))
+err = attempt("... or with blank evidence", lambda: store.write(rumour.replace(evidence="  "), by=dana))
 check("blank evidence is no evidence", isinstance(err, ml.ValidationError) and err.field == "evidence")
 good = episode(P99, "raise pool 20 -> 30", "fixed", "https://incidents.example/INC-120", version_from="v2.0")
-err = refused("a batch with one evidence-less episode", lambda: store.write_many([good, rumour], by=dana))
+err = attempt("a batch with one evidence-less episode", lambda: store.write_many([good, rumour], by=dana))
 check("a batch with one evidence-less episode is refused whole", isinstance(err, ml.ValidationError)
       and err.field == "evidence")
 check("and none of those refusals wrote anything", audit_count() == before, f"{audit_count()} events, was {before}")
-err = refused("an outcome outside fixed|failed|inconclusive",
+err = attempt("an outcome outside fixed|failed|inconclusive",
               lambda: store.write(good.replace(outcome="worked"), by=dana))
 check("the outcome is one of fixed, failed, inconclusive", isinstance(err, ml.ValidationError)
       and err.field == "outcome")
-err = refused("a naive observed_at", lambda: store.write(good.replace(observed_at=datetime(2026, 1, 27)), by=dana))
+err = attempt("a naive observed_at", lambda: store.write(good.replace(observed_at=datetime(2026, 1, 27)), by=dana))
 check("observed_at must be timezone-aware (never assumed UTC)", isinstance(err, ml.ValidationError))
 thread = "https://chat.example/checkout-oncall/p1769527800"
 draft = store.propose(episode(P99, "increase the pool size", "inconclusive", thread), by=bot, scope=TEAM)
@@ -222,7 +213,7 @@ hotfix = store.propose(episode(P99, "reuse one DB connection per request in cart
                                "https://incidents.example/INC-311", observed_at=at(3, 10, 4)), by=bot, scope=TEAM)
 check("the unpromoted draft is not memory, for the bot or for dana",
       hotfix.record_id not in ids(ask("v3.1", k=50)) and hotfix.record_id not in ids(ask("v3.1", by=dana, k=50)))
-err = refused("the bot approves its own draft", lambda: store.approve(hotfix.record_id, by=bot))
+err = attempt("the bot approves its own draft", lambda: store.approve(hotfix.record_id, by=bot))
 check("no human, no promotion: an agent cannot approve", isinstance(err, ml.PermissionDenied))
 promoted = store.approve(hotfix.record_id, by=dana, outcome="fixed", version_from="v3.1", version_to="v3.1")
 row = next((e for e in ask("v3.1") if e.record_id == promoted.record_id), None)

@@ -19,6 +19,7 @@ import tempfile
 from datetime import datetime, timedelta, timezone
 
 import memory_lakehouse as ml
+from _scenario import attempt
 
 UTC = timezone.utc
 
@@ -62,15 +63,6 @@ def pid_of(dec) -> str | None:
     return dec.policy.policy_id if isinstance(dec, ml.Decision) and dec.policy else None
 
 
-def attempt(label: str, fn):
-    """Run an action that may be refused; print and return the error (or None)."""
-    try:
-        result = fn()
-    except ml.LakehouseError as err:
-        print(f"   {label}: refused ({type(err).__name__}) — {err}")
-        return err
-    print(f"   {label}: allowed — {result}")
-    return None
 
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

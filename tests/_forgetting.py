@@ -59,6 +59,19 @@ def write_subject(store: ml.MemoryStore, clock, can: str, subject: str = SUBJECT
     return ids
 
 
+def write_mixed_world(store: ml.MemoryStore, clock, can: str) -> dict[str, str]:
+    """`write_subject` and `write_others`, then one batch mixing both subjects in one file,
+    a day later, and a recall that builds the index: what a purge must pick apart."""
+    ids = write_subject(store, clock, can)
+    write_others(store, clock)
+    mixed = store.write_many([fact(SUBJECT, "region", f"{can} lives in the north", day(3)),
+                              fact(OTHER, "region", "eu-west", day(3))], by=CURATOR)
+    ids["mixed"] = mixed[0].record_id
+    clock.advance(days=1)
+    assert store.recall("parcel refund", by=MEMBER, kinds=KINDS)  # builds the index (partition or cache)
+    return ids
+
+
 def write_others(store: ml.MemoryStore, clock, *, days: int = 3) -> None:
     """Another subject's history: a plan that changes every day, and an unrelated digest."""
     for n in range(days):

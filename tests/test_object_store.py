@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import memory_lakehouse as ml
-from _forgetting import KINDS, OTHER, SUBJECT, canary, leaks, other_reads, write_others, write_subject
+from _forgetting import KINDS, SUBJECT, canary, leaks, other_reads, write_mixed_world
 from _support import CURATOR, MEMBER, STEWARD, SimClock, day, fact
 
 pytestmark = pytest.mark.integration
@@ -289,13 +289,7 @@ def test_forget_and_purge_on_s3_leave_no_object_holding_the_subject(s3, tmp_path
     uri, ledger_uri = s3.uri("forget"), s3.uri("ledger")  # the ledger lives on the object store, apart
     store = open_s3(s3, uri, clock=clock, ledger_uri=ledger_uri)
     can = canary()
-    ids = write_subject(store, clock, can)
-    write_others(store, clock)
-    mixed = store.write_many([fact(SUBJECT, "region", f"{can} lives in the north", day(3)),
-                              fact(OTHER, "region", "eu-west", day(3))], by=CURATOR)
-    ids["mixed"] = mixed[0].record_id
-    clock.advance(days=1)
-    assert store.recall("parcel refund", by=MEMBER, kinds=KINDS)  # builds this machine's index cache
+    ids = write_mixed_world(store, clock, can)
     # another machine: its own index cache (the temp dir there), built before the forget
     remote = open_s3(s3, uri, clock=clock, ledger_uri=ledger_uri)
     remote.retriever._index_root = remote_index = tmp_path / "machine-b"

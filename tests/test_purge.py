@@ -29,7 +29,7 @@ from memory_lakehouse.cli import main as memlake
 from memory_lakehouse.records import SPECS
 from _forgetting import (
     KINDS, OTHER, SUBJECT, canary, child_purge, files_holding, index_holds_vector_of, index_ids, leaks,
-    open_store, other_reads, write_others, write_subject,
+    open_store, other_reads, write_mixed_world,
 )
 from _support import (
     AGENT, CURATOR, MEMBER, STEWARD, SimClock, day, episode, fact, files_under, parquet_strings, snapshot,
@@ -52,13 +52,7 @@ def world(tmp_path):
     clock = SimClock(day(1))
     store = open_store(tmp_path / "store", clock=clock, ledger=tmp_path / "ledger")
     can = canary()
-    ids = write_subject(store, clock, can)
-    write_others(store, clock)
-    mixed = store.write_many([fact(SUBJECT, "region", f"{can} lives in the north", day(3)),
-                              fact(OTHER, "region", "eu-west", day(3))], by=CURATOR)
-    ids["mixed"] = mixed[0].record_id
-    clock.advance(days=1)
-    assert store.recall("parcel refund", by=MEMBER, kinds=KINDS)  # builds the index partition
+    ids = write_mixed_world(store, clock, can)
     checkpoint_every_table(tmp_path / "store")
     return store, clock, can, ids, tmp_path
 

@@ -169,7 +169,7 @@ def test_a_batch_redacts_each_record_as_a_single_write_would(store, clock):
     clean neighbours untouched, and a card number written in non-ASCII digits caught too."""
     clock.set(day(2))
     arabic_card = "".join(chr(0x0660 + int(c)) if c.isdigit() else c for c in CARD)
-    values = ["plain words", f"use {BEARER}", "whiskey tango", f"card {arabic_card}", "", f"mail ann@example.org",
+    values = ["plain words", f"use {BEARER}", "whiskey tango", f"card {arabic_card}", "", "mail ann@example.org",
               f"{API_KEY} and {CARD}", "nothing here either"]
     batch = store.write_many([fact(f"user:{i}", "note", v or "-", day(1)) for i, v in enumerate(values)], by=MEMBER)
     redactor = ml.Redactor()
