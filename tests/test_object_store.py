@@ -119,7 +119,7 @@ def s3(tmp_path_factory):
         "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
     master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3_port, s3_grpc = free_ports(8)
     args = [
-        weed, "server", f"-dir={work / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        weed, f"-logdir={work}", "server", f"-dir={work / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
         f"-master.port={master}", f"-master.port.grpc={master_grpc}", "-master.telemetry=false",
         "-master.volumeSizeLimitMB=64", "-volume.max=0", "-volume.preStopSeconds=0",
         f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
