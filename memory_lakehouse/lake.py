@@ -371,6 +371,14 @@ class Lake:
                 return True
         return self._reload(kind)
 
+    def log_actions(self, table: str, version: int) -> list[dict]:
+        """The actions of one commit file (immutable once written): commitInfo, add, remove...
+
+        Raises FileNotFoundError when the log has cleaned that version up.
+        """
+        text = self.objects.read(f"{table}/_delta_log/{version:020d}.json").decode("utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
     def _read_new_commits_local(self, kind: str, latest: int) -> bool:
         """Fast path: parse only the new commit files and read only the files they add.
 
@@ -378,11 +386,9 @@ class Lake:
         then reloads the whole snapshot.
         """
         view = self.views[kind]
-        log = Path(self.uri(kind)) / "_delta_log"
         commits, adds = [], []
         for version in range(view.version + 1, latest + 1):
-            for line in (log / f"{version:020d}.json").read_text().splitlines():
-                action = json.loads(line)
+            for action in self.log_actions(kind, version):
                 if "remove" in action or "metaData" in action:
                     return False
                 if "commitInfo" in action:
@@ -422,11 +428,11 @@ class Lake:
         out, missing = [], []
         for version in range(after + 1, upto + 1):
             try:
-                lines = self.objects.read(f"{kind}/_delta_log/{version:020d}.json").decode().splitlines()
+                actions = self.log_actions(kind, version)
             except (FileNotFoundError, OSError):
                 missing.append(version)
                 continue
-            info = next((json.loads(line)["commitInfo"] for line in lines if '"commitInfo"' in line), {})
+            info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
             out.append({**info, "version": version})
         if missing:
             known = {int(e["version"]): e for e in dt.history() if int(e["version"]) in set(missing)}
@@ -645,8 +651,7 @@ class Lake:
             versions = sorted(v for v, c in self.views[table].commits.items() if c.operation == operation)
         removed = []
         for version in versions:
-            text = self.objects.read(f"{table}/_delta_log/{version:020d}.json").decode("utf-8")
-            lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+            lines = self.log_actions(table, version)
             info = next((a["commitInfo"] for a in lines if "commitInfo" in a), {})
             if info.get(META_PREFIX + "op") == operation:
                 removed += [unquote(a["remove"]["path"]) for a in lines if "remove" in a]
