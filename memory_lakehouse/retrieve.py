@@ -11,7 +11,7 @@ returned. Ranking never widens it:
    selective filter never starves top-k; visible rows the partition does not hold yet
    (written since it was built) are embedded and scored exactly, then added —
    read-your-writes without waiting for a rebuild;
-3. **lexical** — BM25 (bm25s; Snowball-stemmed words, English stopwords dropped) over
+3. **lexical** — BM25 (`lexical.Bm25`: bm25s; Snowball-stemmed words, English stopwords dropped) over
    the org's rows, masked to the allowed set; rows newer than the BM25 build are ranked
    by a small BM25 of their own;
 4. **fuse** — a convex combination, over the union of both lists, of the cosine
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import math
 import re
 import tempfile
 import threading
@@ -46,6 +45,7 @@ import pyarrow.compute as pc
 
 from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
+from .lexical import Bm25
 from .query import Visibility
 from .records import KINDS, SPECS, Envelope, record_from_row
 from .scope import Principal
@@ -58,12 +58,6 @@ RRF_K = 60
 #: fixture only (``python -m evals.retrieval --tune``; the split is by a hash of the query
 #: id); the held-out *test* half is reported apart. See docs/design-notes.md, "Fusion".
 FUSION_ALPHA = 0.1
-#: Lexical tokens: runs of two or more letters or digits (``sso_provider`` -> sso, provider;
-#: ``C-20417`` -> 20417), lower-cased, NLTK's English stopwords dropped (bm25s "en_plus"),
-#: Snowball-stemmed (PyStemmer) so that "invoices" matches "invoiced".
-TOKEN_PATTERN = r"(?u)[^\W_]{2,}"
-STOPWORDS = "en_plus"
-STEMMER = "english"
 #: Persist a caught-up partition once this many rows were added since its last save.
 SAVE_EVERY = 512
 #: Rebuild an org's BM25 model once rows newer than it exceed this share of it.
@@ -95,36 +89,6 @@ class Hit:
         return self.record.record_id or ""
 
 
-_local = threading.local()
-
-
-def _stemmer() -> Any:
-    """One Snowball stemmer per thread (PyStemmer objects are not thread-safe)."""
-    stemmer = getattr(_local, "stemmer", None)
-    if stemmer is None:
-        import Stemmer
-
-        stemmer = _local.stemmer = Stemmer.Stemmer(STEMMER)
-    return stemmer
-
-
-def _tokenize(texts: Sequence[str]) -> list[list[str]]:
-    """Lexical tokens of each text (see `TOKEN_PATTERN`): what BM25 and coverage compare.
-
-    >>> _tokenize(["Invoices: customer:C-20417 sso_provider", "the invoiced customers"])
-    [['invoic', 'custom', '20417', 'sso', 'provid'], ['invoic', 'custom']]
-    """
-    import bm25s
-
-    return bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), token_pattern=TOKEN_PATTERN,
-                          return_ids=False, show_progress=False)
-
-
-def lexical_scores(query: str, texts: Sequence[str]) -> np.ndarray:
-    """BM25 score of *query* against each of *texts* (zeros when nothing matches)."""
-    return _Bm25(list(texts)).scores(query)
-
-
 def fuse_scores(cosine: float, coverage: float, alpha: float = FUSION_ALPHA) -> float:
     """Convex combination of a cosine similarity and a lexical coverage, both mapped to [0, 1].
 
@@ -140,66 +104,6 @@ def fuse_scores(cosine: float, coverage: float, alpha: float = FUSION_ALPHA) -> 
     return (1.0 - alpha) * (cosine + 1.0) / 2.0 + alpha * coverage
 
 
-class _Bm25:
-    """A bm25s model over a fixed list of texts."""
-
-    def __init__(self, texts: list[str]) -> None:
-        import bm25s
-
-        self.size = len(texts)
-        self.model = None
-        corpus = _tokenize(texts) if texts else []
-        if any(corpus):
-            self.model = bm25s.BM25()
-            self.model.index(corpus, show_progress=False)
-
-    def _column(self, token: str) -> Optional[int]:
-        """The token's column in the model's term matrix (None: no row holds it)."""
-        if self.model is None:
-            return None
-        col = self.model.vocab_dict.get(token)
-        return col if col is not None and col + 1 < len(self.model.scores["indptr"]) else None
-
-    def idf(self, tokens: Sequence[str]) -> list[float]:
-        """Lucene-style IDF of each token here; a token no row holds is as rare as can be."""
-        indptr = self.model.scores["indptr"] if self.model is not None else None
-        out = []
-        for token in tokens:
-            col = self._column(token)
-            df = int(indptr[col + 1] - indptr[col]) if col is not None else 0
-            out.append(math.log(1.0 + (self.size - df + 0.5) / (df + 0.5)))
-        return out
-
-    def coverage(self, query: str, idf_from: Optional["_Bm25"] = None) -> np.ndarray:
-        """Per row, the share of the query's IDF mass its words match (`lexical_coverage`), in [0, 1].
-
-        One pass over the rows holding each query word (the term matrix's columns), as
-        cheap as BM25 scoring itself. *idf_from*: the model whose IDF weighs the words
-        (rows newer than the org's model are weighed by the org's, not by their own few).
-        """
-        out = np.zeros(self.size, dtype=np.float32)
-        words = list(dict.fromkeys(_tokenize([query])[0]))
-        if not words or self.model is None:
-            return out
-        idf = (idf_from or self).idf(words)
-        total = sum(idf)
-        indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
-        for word, weight in zip(words, idf):
-            col = self._column(word)
-            if col is not None:
-                out[indices[indptr[col]:indptr[col + 1]]] += weight / total
-        return out
-
-    def scores(self, query: str, mask: Optional[np.ndarray] = None) -> np.ndarray:
-        if self.model is None:
-            return np.zeros(self.size, dtype=np.float32)
-        tokens = [t for t in _tokenize([query])[0] if t in self.model.vocab_dict]
-        if not tokens:
-            return np.zeros(self.size, dtype=np.float32)
-        scores = np.asarray(self.model.get_scores(tokens), dtype=np.float32)
-        return scores if mask is None else np.where(mask, scores, 0.0)
-
-
 @dataclass
 class _OrgState:
     """What the retriever keeps per org: its index partition and its BM25 model."""
@@ -207,7 +111,7 @@ class _OrgState:
     partition: Optional[Partition] = None
     unsaved: int = 0
     versions: Optional[dict[str, int]] = None  # lake versions the partition has caught up to
-    bm25: Optional[_Bm25] = None
+    bm25: Optional[Bm25] = None
     bm25_ids: Optional[dict[str, int]] = None  # record_id -> position in the BM25 corpus
     bm25_rids: Optional[list[str]] = None  # position in the BM25 corpus -> record_id
     bm25_versions: Optional[dict[str, int]] = None
@@ -425,7 +329,7 @@ class Retriever:
             for _, rows in self._org_rows(org, ["record_id", "search_text"]):
                 ids += rows.column("record_id").to_pylist()
                 texts += rows.column("search_text").to_pylist()
-            state.bm25 = _Bm25(texts)
+            state.bm25 = Bm25(texts)
             state.bm25_ids = {rid: i for i, rid in enumerate(ids)}
             state.bm25_rids = ids
             state.bm25_versions = current
@@ -512,7 +416,7 @@ class Retriever:
             if len(allowed) > len(bstate.bm25_ids) or bstate.bm25_versions != self._versions() else []
         newer_coverage: dict[str, float] = {}
         if newer:
-            small = _Bm25(self._texts(newer, candidates))
+            small = Bm25(self._texts(newer, candidates))
             fresh = small.scores(query)
             lists["bm25-new"] = sorted(((rid, float(s)) for rid, s in zip(newer, fresh) if s > 0),
                                        key=lambda p: -p[1])[:depth]
@@ -652,32 +556,6 @@ class Retriever:
             hits.append(Hit(record_from_row(kind, row), score, describe_why(row, "; ".join(sig)), kind,
                             row["search_text"]))
         return hits
-
-
-def lexical_coverage(query: str, text: str, bm25: _Bm25) -> float:
-    """The share of *query*'s IDF mass that *text*'s words match, in [0, 1] (IDF from *bm25*).
-
-    The lexical half of hybrid fusion. Unlike a BM25 score it has a fixed scale — 1 when
-    every query word occurs, whatever the query — so it can be added to a cosine without
-    normalising by the query's best hit, and a hit matching only a word most rows hold
-    ("customer") counts for little next to one matching a rare order id. Query words no
-    row holds count as unmatched (as rare as can be), so a query mostly made of words
-    the store never saw trusts its few matches less. Term frequency and length are left
-    out: memories are short, a word rarely occurs twice in one.
-
-    >>> corpus = _Bm25(["order:NW-88213 status: delivered", "order:NW-1 status: lost"])
-    >>> lexical_coverage("order NW-88213", "order:NW-88213 status: delivered", corpus)
-    1.0
-    >>> round(lexical_coverage("order NW-88213", "order:NW-1 status: lost", corpus), 2)  # the shared words only
-    0.34
-    """
-    words = list(dict.fromkeys(_tokenize([query])[0]))
-    if not words:
-        return 0.0
-    matched = set(_tokenize([text])[0])
-    idf = bm25.idf(words)
-    total = sum(idf)
-    return sum(w for t, w in zip(words, idf) if t in matched) / total if total > 0 else 0.0
 
 
 def describe_why(row: Mapping[str, Any], signal: str) -> tuple[str, ...]:

@@ -225,7 +225,7 @@ class MemoryStore:
                 continue
             out.append(record_from_row("episode", row))
         if symptom:
-            from .retrieve import lexical_scores
+            from .lexical import lexical_scores
 
             scores = lexical_scores(symptom, [f"{e.symptom} {e.action}" for e in out])
             out = [e for _, e in sorted(zip(scores, out), key=lambda p: -float(p[0]))]

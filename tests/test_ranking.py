@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 import memory_lakehouse as ml
 from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact
 from memory_lakehouse import retrieve
-from memory_lakehouse.retrieve import _Bm25, _tokenize, fuse_scores, lexical_coverage, lexical_scores
+from memory_lakehouse.lexical import Bm25, lexical_coverage, lexical_scores, tokenize
+from memory_lakehouse.retrieve import fuse_scores
 
 EMBEDDER = ml.HashingEmbedder(dim=64)
 
@@ -39,20 +40,20 @@ def test_an_inflected_form_matches_its_stem():
 
 
 def test_identifier_parts_are_words():
-    assert _tokenize(["contact_channel", "order:NW-88213"]) == [["contact", "channel"], ["order", "nw", "88213"]]
+    assert tokenize(["contact_channel", "order:NW-88213"]) == [["contact", "channel"], ["order", "nw", "88213"]]
     scores = lexical_scores("which channel do they want to be contacted on", CORPUS)
     assert int(np.argmax(scores)) == 2
 
 
 def test_a_query_of_stopwords_matches_nothing():
-    assert _tokenize(["what should I do about it when they can't?"]) == [[]]
+    assert tokenize(["what should I do about it when they can't?"]) == [[]]
     assert not lexical_scores("what should I do about it", CORPUS).any()
 
 
 # ----------------------------------------------------------------------- lexical coverage
 
 def test_coverage_is_the_share_of_the_query_s_idf_a_row_matches():
-    bm25 = _Bm25(CORPUS)
+    bm25 = Bm25(CORPUS)
     assert lexical_coverage("NW-88213 delivered", CORPUS[4], bm25) == pytest.approx(1.0)
     assert lexical_coverage("NW-88213 delivered", CORPUS[0], bm25) == 0.0
     # the rare id weighs more than the word two rows share
@@ -62,14 +63,14 @@ def test_coverage_is_the_share_of_the_query_s_idf_a_row_matches():
 
 
 def test_query_words_no_row_holds_lower_coverage():
-    bm25 = _Bm25(CORPUS)
+    bm25 = Bm25(CORPUS)
     known = lexical_coverage("globex plan", CORPUS[0], bm25)
     diluted = lexical_coverage("globex plan zeppelin", CORPUS[0], bm25)
     assert known == pytest.approx(1.0) and 0 < diluted < known
 
 
 def test_the_sparse_coverage_of_the_model_agrees_with_coverage_row_by_row():
-    bm25 = _Bm25(CORPUS)
+    bm25 = Bm25(CORPUS)
     for query in ("initech invoices", "delivered order NW-88213 late", "refund stuck zeppelin", "the"):
         fast = bm25.coverage(query)
         slow = [lexical_coverage(query, text, bm25) for text in CORPUS]
@@ -78,8 +79,8 @@ def test_the_sparse_coverage_of_the_model_agrees_with_coverage_row_by_row():
 
 
 def test_coverage_of_new_rows_uses_the_org_model_s_idf():
-    org = _Bm25(CORPUS)
-    new = _Bm25(["customer:initech plan: Team, 25 members"])
+    org = Bm25(CORPUS)
+    new = Bm25(["customer:initech plan: Team, 25 members"])
     assert new.coverage("initech members", idf_from=org)[0] == pytest.approx(
         lexical_coverage("initech members", "customer:initech plan: Team, 25 members", org))
 

@@ -1,0 +1,138 @@
+"""Lexical matching: the tokens, the BM25 model and the coverage measure recall fuses.
+
+BM25 comes from bm25s (a sparse term matrix; scoring a query reads only the columns
+of its words). Words are Snowball-stemmed (PyStemmer) and English stopwords dropped, so
+"invoices" matches "invoiced" and "can", "do", "we" match nothing. `Bm25.coverage`
+puts a row's lexical match on a fixed [0, 1] scale — the share of the query's IDF mass
+its words hold — which is what hybrid fusion adds to a cosine (`retrieve.fuse_scores`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+#: Lexical tokens: runs of two or more letters or digits (``sso_provider`` -> sso, provider;
+#: ``C-20417`` -> 20417), lower-cased, NLTK's English stopwords dropped (bm25s "en_plus"),
+#: Snowball-stemmed (PyStemmer) so that "invoices" matches "invoiced".
+TOKEN_PATTERN = r"(?u)[^\W_]{2,}"
+STOPWORDS = "en_plus"
+STEMMER = "english"
+
+_local = threading.local()
+
+
+def _stemmer() -> Any:
+    """One Snowball stemmer per thread (PyStemmer objects are not thread-safe)."""
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _local.stemmer = Stemmer.Stemmer(STEMMER)
+    return stemmer
+
+
+def tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """Lexical tokens of each text (see `TOKEN_PATTERN`): what BM25 and coverage compare.
+
+    >>> tokenize(["Invoices: customer:C-20417 sso_provider", "the invoiced customers"])
+    [['invoic', 'custom', '20417', 'sso', 'provid'], ['invoic', 'custom']]
+    """
+    import bm25s
+
+    return bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), token_pattern=TOKEN_PATTERN,
+                          return_ids=False, show_progress=False)
+
+
+def lexical_scores(query: str, texts: Sequence[str]) -> np.ndarray:
+    """BM25 score of *query* against each of *texts* (zeros when nothing matches)."""
+    return Bm25(list(texts)).scores(query)
+
+
+class Bm25:
+    """A bm25s model over a fixed list of texts."""
+
+    def __init__(self, texts: list[str]) -> None:
+        import bm25s
+
+        self.size = len(texts)
+        self.model = None
+        corpus = tokenize(texts) if texts else []
+        if any(corpus):
+            self.model = bm25s.BM25()
+            self.model.index(corpus, show_progress=False)
+
+    def _column(self, token: str) -> Optional[int]:
+        """The token's column in the model's term matrix (None: no row holds it)."""
+        if self.model is None:
+            return None
+        col = self.model.vocab_dict.get(token)
+        return col if col is not None and col + 1 < len(self.model.scores["indptr"]) else None
+
+    def idf(self, tokens: Sequence[str]) -> list[float]:
+        """Lucene-style IDF of each token here; a token no row holds is as rare as can be."""
+        indptr = self.model.scores["indptr"] if self.model is not None else None
+        out = []
+        for token in tokens:
+            col = self._column(token)
+            df = int(indptr[col + 1] - indptr[col]) if col is not None else 0
+            out.append(math.log(1.0 + (self.size - df + 0.5) / (df + 0.5)))
+        return out
+
+    def coverage(self, query: str, idf_from: Optional["Bm25"] = None) -> np.ndarray:
+        """Per row, the share of the query's IDF mass its words match (`lexical_coverage`), in [0, 1].
+
+        One pass over the rows holding each query word (the term matrix's columns), as
+        cheap as BM25 scoring itself. *idf_from*: the model whose IDF weighs the words
+        (rows newer than the org's model are weighed by the org's, not by their own few).
+        """
+        out = np.zeros(self.size, dtype=np.float32)
+        words = list(dict.fromkeys(tokenize([query])[0]))
+        if not words or self.model is None:
+            return out
+        idf = (idf_from or self).idf(words)
+        total = sum(idf)
+        indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
+        for word, weight in zip(words, idf):
+            col = self._column(word)
+            if col is not None:
+                out[indices[indptr[col]:indptr[col + 1]]] += weight / total
+        return out
+
+    def scores(self, query: str, mask: Optional[np.ndarray] = None) -> np.ndarray:
+        if self.model is None:
+            return np.zeros(self.size, dtype=np.float32)
+        tokens = [t for t in tokenize([query])[0] if t in self.model.vocab_dict]
+        if not tokens:
+            return np.zeros(self.size, dtype=np.float32)
+        scores = np.asarray(self.model.get_scores(tokens), dtype=np.float32)
+        return scores if mask is None else np.where(mask, scores, 0.0)
+
+
+def lexical_coverage(query: str, text: str, bm25: Bm25) -> float:
+    """The share of *query*'s IDF mass that *text*'s words match, in [0, 1] (IDF from *bm25*).
+
+    The lexical half of hybrid fusion. Unlike a BM25 score it has a fixed scale — 1 when
+    every query word occurs, whatever the query — so it can be added to a cosine without
+    normalising by the query's best hit, and a hit matching only a word most rows hold
+    ("customer") counts for little next to one matching a rare order id. Query words no
+    row holds count as unmatched (as rare as can be), so a query mostly made of words
+    the store never saw trusts its few matches less. Term frequency and length are left
+    out: memories are short, a word rarely occurs twice in one.
+
+    >>> corpus = Bm25(["order:NW-88213 status: delivered", "order:NW-1 status: lost"])
+    >>> lexical_coverage("order NW-88213", "order:NW-88213 status: delivered", corpus)
+    1.0
+    >>> round(lexical_coverage("order NW-88213", "order:NW-1 status: lost", corpus), 2)  # the shared words only
+    0.34
+    """
+    words = list(dict.fromkeys(tokenize([query])[0]))
+    if not words:
+        return 0.0
+    matched = set(tokenize([text])[0])
+    idf = bm25.idf(words)
+    total = sum(idf)
+    return sum(w for t, w in zip(words, idf) if t in matched) / total if total > 0 else 0.0
