@@ -39,9 +39,11 @@ def _emit(args: argparse.Namespace, payload: Any, lines: Callable[[], Sequence[s
 
 
 def _open(args: argparse.Namespace, *, create: bool = False):
+    """The command's store; `main` closes it (saving index rows caught up on the way)."""
     from .store import open as open_store
 
-    return open_store(args.store, ledger_uri=args.ledger, create=create)
+    args.opened = open_store(args.store, ledger_uri=args.ledger, create=create)
+    return args.opened
 
 
 def _principal(args: argparse.Namespace) -> Principal:
@@ -239,6 +241,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (json.JSONDecodeError, FileNotFoundError) as exc:
         print(f"memlake: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if getattr(args, "opened", None) is not None:
+            args.opened.close()
     return 0
 
 

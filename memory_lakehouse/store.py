@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from . import policy as policy_rules
 from .audit import AuditEvent, audit_trail
-from .errors import ValidationError
+from .errors import StoreError, ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
 from .lake import Lake
 from .query import Visibility
@@ -72,12 +72,32 @@ class MemoryStore:
         self.vis.set_forgotten(self.ledger.forgotten())
         self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations)
         self.retriever = Retriever(self.vis, embedder)
+        self._closed = False
         if purge_on_open is not None:  # replay the ledger's forgets physically before serving
             from .forget import run_purge
 
             by = self._principal(purge_on_open)
             by.check_steward(by.scope, "purge")
             run_purge(self, by, grace=timedelta(0), dry_run=False, expired=False)
+
+    def close(self) -> None:
+        """Save index partitions with rows caught up since their last save, and release DuckDB.
+
+        Nothing is lost without it — a partition behind the store catches up on the next
+        open — but that catching up embeds the unsaved rows again. Idempotent; ``with
+        ml.open(...) as store:`` calls it on the way out. Open the store again to go on.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self.retriever.flush()
+        self.vis.con.close()
+
+    def __enter__(self) -> "MemoryStore":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -97,8 +117,12 @@ class MemoryStore:
         self._sync_ledger()
         return self.ledger.generations(keys)
 
-    @staticmethod
-    def _principal(by: Any) -> Principal:
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store at {self.root} is closed: open it again (ml.open) to go on")
+
+    def _principal(self, by: Any) -> Principal:
+        self._check_open()
         if not isinstance(by, Principal):
             raise ValidationError("by= must be a Principal (who is acting)", field="by")
         return by
@@ -144,6 +168,7 @@ class MemoryStore:
 
     def generation(self, subject: str) -> int:
         """The subject's deletion generation; pass it back with ``write(..., generation=)``."""
+        self._check_open()
         key = subject_key(subject)
         return self._generations([key]).get(key, 0)
 
@@ -202,6 +227,7 @@ class MemoryStore:
 
     def rebuild_index(self, org: Optional[str] = None) -> list[str]:
         """Rebuild index partitions from the store (one org, or all) and delete the old files."""
+        self._check_open()
         self.lake.refresh()
         orgs = [org] if org is not None else self.retriever.known_orgs()
         return self.retriever.rebuild(orgs)
@@ -264,6 +290,7 @@ class MemoryStore:
         """
         from .replay import as_decisions, replay
 
+        self._check_open()
         self._sync_ledger()
         return replay(self.vis, as_decisions(decisions), kinds=check_kinds(kinds), naive=naive)
 

@@ -145,6 +145,45 @@ def test_a_stale_partition_catches_up_with_another_process_s_write(tmp_path, clo
     assert store.retriever.index.tag("acme") == before  # caught up in memory, no rebuild
 
 
+class CountingEmbedder:
+    """The test embedder, counting the texts it embeds."""
+
+    name, dim = EMBEDDER.name, EMBEDDER.dim
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return EMBEDDER.embed(texts)
+
+
+def test_close_saves_caught_up_rows_so_the_next_open_embeds_only_the_query(tmp_path, clock):
+    root = tmp_path / "store"
+    with open_store(root, clock) as store:
+        seed(store)
+        store.recall("zebras", by=MEMBER)  # builds the partition and saves it
+        clock.advance(hours=1)
+        store.write(fact("customer:late", "plan", "zebras welcome", day(2), scope=TIER2), by=STEWARD)
+        assert store.recall("zebras", by=MEMBER, k=1)[0].record.subject == "customer:late"  # caught up, unsaved
+    counting = CountingEmbedder()
+    again = ml.open(root, clock=clock, embedder=counting)
+    assert again.recall("zebras", by=MEMBER, k=1)[0].record.subject == "customer:late"
+    assert counting.texts == 1  # the query; no row embedded again
+
+
+def test_close_is_idempotent_and_a_closed_store_refuses_reads(hstore):
+    seed(hstore)
+    hstore.close()
+    hstore.close()
+    for read in (lambda: hstore.get_fact("customer:c1", "plan", by=MEMBER),
+                 lambda: hstore.recall("plan", by=MEMBER),
+                 lambda: hstore.write(fact("customer:c1", "plan", "new", day(3)), by=MEMBER),
+                 lambda: hstore.rebuild_index()):
+        with pytest.raises(ml.StoreError, match="closed"):
+            read()
+
+
 # ----------------------------------------------------------------------- rebuilds
 
 def test_rebuild_index_leaves_no_file_of_the_old_index(hstore):
