@@ -21,8 +21,16 @@ Memory roles:
 
 JSONL lines: one ``{"type": "meta", ...}``, then ``{"type": "memory", "label", "kind",
 "scope", "role", "fields"}`` (fields are the record's constructor arguments, times as
-ISO-8601 UTC), then ``{"type": "query", "qid", "principal", "text", "answer"}``.
-Principals are listed in the meta line (id -> scope path; all are members).
+ISO-8601 UTC), then ``{"type": "query", "qid", "principal", "text", "answer", "batch"}``.
+Principals are listed in the meta line (id -> scope path; all are members). Each query
+also carries ``"batch"``: the batch it was written in.
+
+Batch 2 (queries q84 onward) was written after the ranking constant (the fusion weight)
+had been chosen on batch 1's dev split, and before any ranking was run on it. It makes
+the store larger and closer to a real one: a customer, order or service a query names
+has several other memories its asker can read (other attributes, near misses, older
+versions of the answer's slot, copies in a sibling team's scope), so the name alone
+does not identify the answer; about half of its queries name no subject at all.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ PRINCIPALS = {
 
 MEMORIES: list[dict] = []
 QUERIES: list[dict] = []
+CURRENT_BATCH = 1  # the batch queries are written in; switched to 2 before batch 2's sections
 
 
 def _when(day: str) -> str:
@@ -83,7 +92,8 @@ def R(label, scope, day, uri, title, content, role="answer", source="kb-publishe
 
 
 def Q(qid, who, text, answer):
-    QUERIES.append({"type": "query", "qid": qid, "principal": who, "text": text, "answer": answer})
+    QUERIES.append({"type": "query", "qid": qid, "principal": who, "text": text, "answer": answer,
+                    "batch": CURRENT_BATCH})
 
 
 # =============================================================================== acme
@@ -791,6 +801,554 @@ E("ep-payments-ca", "northwind/commerce/returns", "2026-01-05", "returns-portal"
   "https://jira.northwind.example/RET-801", role="background")
 
 
+# ======================================================================= batch 2
+# Written after the fusion weight had been chosen on batch 1's dev split and before any
+# ranking was run on these queries. More memories per subject: a named customer, order or
+# service has several memories its asker can read, so the name alone does not pick the answer.
+
+CURRENT_BATCH = 2
+
+# ====== batch 2: acme support, customer accounts
+
+F("tyrell-hold", "acme/support", "2026-01-19", "customer:tyrell", "legal_hold",
+  "the Nexus research workspace has been under a litigation hold since 19 January 2026: nothing in it may be "
+  "deleted or purged, even if their own admin asks")
+F("tyrell-hold-old", "acme/support", "2025-08-01", "customer:tyrell", "legal_hold", "none", role="superseded")
+F("tyrell-retention", "acme/support", "2025-08-01", "customer:tyrell", "retention_setting",
+  "keep everything forever; automatic clean-up is switched off in all their workspaces", role="near_miss")
+Q("q84", "alice", "Tyrell wants last year's conversations in the Nexus space wiped. Can we go ahead?", "tyrell-hold")
+
+F("globex-url", "acme/support", "2025-12-08", "customer:globex", "workspace_url",
+  "collab.globex.com, a custom domain; old globex.acme.io links still redirect there")
+F("globex-url-old", "acme/support", "2025-03-01", "customer:globex", "workspace_url", "globex.acme.io",
+  role="superseded")
+Q("q85", "ben", "Where do Globex staff go in their browser to get to our app?", "globex-url")
+
+F("initech-bug", "acme/support/tier2", "2026-02-09", "customer:initech", "known_bug",
+  "exporting their 12,000-row Gantt board times out; engineering ticket ENG-4471, fix planned for the April "
+  "release")
+F("initech-bug-old", "acme/support/tier2", "2026-01-26", "customer:initech", "known_bug",
+  "exporting their Gantt board times out; under investigation, no engineering ticket yet", role="superseded")
+F("initech-bug-tier1", "acme/support/tier1", "2026-02-09", "customer:initech", "known_bug",
+  "Gantt export timeouts are a known issue: tag the ticket eng-4471 and pass it to tier 2", role="sibling")
+R("t2-bug-escalation", "acme/support/tier2", "2025-06-11", "kb://acme/tier2/bug-escalation",
+  "Escalating a bug to engineering",
+  "File an ENG ticket with steps to reproduce, the workspace id and the customer's plan, then link it on the "
+  "support case.", role="near_miss")
+Q("q86", "alice",
+  "Initech is chasing us again about their project timeline download that never finishes. Is there a dev ticket "
+  "for it?", "initech-bug")
+
+F("umbrella-network", "acme/support", "2026-01-26", "customer:umbrella", "ip_allowlist",
+  "sign-in is only accepted from their corporate VPN address range; staff who are not on the VPN see an "
+  "'access restricted' page")
+F("umbrella-network-old", "acme/support", "2025-09-01", "customer:umbrella", "ip_allowlist",
+  "none; members can sign in from anywhere", role="superseded")
+F("umbrella-timeout", "acme/support", "2025-11-14", "customer:umbrella", "session_timeout",
+  "members are signed out after 8 hours without activity, at their security team's request", role="near_miss")
+Q("q87", "ben", "An Umbrella employee can get in fine at the office but not from home. What's going on?",
+  "umbrella-network")
+
+F("hooli-tae", "acme/support/tier2", "2025-12-10", "customer:hooli", "technical_account_engineer",
+  "Sam Okafor; copy him on every Hooli ticket rated P2 or higher")
+F("hooli-tae-tier1", "acme/support/tier1", "2025-12-10", "customer:hooli", "technical_account_engineer",
+  "Sam Okafor; copy him on every Hooli ticket rated P2 or higher", role="sibling")
+F("hooli-sponsor", "acme/support", "2025-09-22", "customer:hooli", "executive_sponsor",
+  "their VP of Engineering, who attends the quarterly business review", role="near_miss")
+Q("q88", "alice", "Who on our side do I loop in when Hooli has a high-priority case?", "hooli-tae")
+
+F("cyberdyne-admin", "acme/support", "2026-01-21", "customer:cyberdyne", "workspace_admin",
+  "Sarah Connor, since Miles Dyson left the company in January")
+F("cyberdyne-admin-old", "acme/support", "2025-10-01", "customer:cyberdyne", "workspace_admin", "Miles Dyson",
+  role="superseded")
+F("cyberdyne-billing-contact", "acme/support", "2025-10-01", "customer:cyberdyne", "billing_contact",
+  "their accounts payable team, reached only through the procurement portal", role="near_miss")
+Q("q89", "ben",
+  "Miles from Cyberdyne doesn't work there anymore. Who do I go to now to approve changes to their setup?",
+  "cyberdyne-admin")
+
+F("soylent-export", "acme/support/tier2", "2026-02-26", "customer:soylent", "export_request",
+  "full archive requested on 20 February; download links sent to their admin on 26 February")
+F("soylent-export-old", "acme/support/tier2", "2026-02-20", "customer:soylent", "export_request",
+  "full archive requested on 20 February; waiting for engineering to run it", role="superseded")
+F("soylent-admin", "acme/support", "2025-06-15", "customer:soylent", "workspace_admin",
+  "Dr. Thorn, their operations director", role="background")
+Q("q90", "alice", "Soylent asked for a copy of all their stuff before they go. Did they ever receive it?",
+  "soylent-export")
+
+F("wonka-closure", "acme/support", "2025-10-08", "customer:wonka", "annual_closure",
+  "the factory shuts from 1 to 14 August and their admin is unreachable then; urgent issues go to their IT "
+  "contractor")
+F("wonka-timezone", "acme/support", "2025-04-01", "customer:wonka", "timezone", "Europe/London", role="near_miss")
+Q("q91", "ben", "Is there a stretch of the year when nobody at Wonka will answer us?", "wonka-closure")
+
+F("vandelay-dupes", "acme/support/tier2", "2026-02-04", "customer:vandelay", "duplicate_accounts",
+  "about 60 users have a second account under the old vandelay.net address; merge them with the account-merge "
+  "tool, never delete either one")
+Q("q92", "alice", "Some Vandelay people show up twice in the member list. What's the right fix?", "vandelay-dupes")
+
+F("piedpiper-licence", "acme/support", "2026-01-02", "customer:pied-piper", "licence_expiry",
+  "their licence key is valid until 30 April 2026; a renewed key can only come from their account owner, "
+  "support cannot issue one")
+F("piedpiper-licence-old", "acme/support", "2025-01-05", "customer:pied-piper", "licence_expiry",
+  "their licence key is valid until 31 December 2025", role="superseded")
+F("piedpiper-feature", "acme/support", "2026-02-11", "customer:pied-piper", "feature_request",
+  "wants compression statistics in the admin dashboard; logged as FR-2210", role="background")
+R("kb-licence-keys", "acme/support", "2025-08-19", "kb://acme/self-hosted-licence", "Licence keys for self-hosted installs",
+  "Self-hosted installs check their licence key daily and warn admins 30 days before it runs out; the app keeps "
+  "working for 14 days after expiry.", role="near_miss")
+Q("q93", "ben",
+  "Pied Piper's servers are warning that their subscription file is about to lapse. Can I generate them a new one?",
+  "piedpiper-licence")
+
+F("stark-subprocessors", "acme", "2025-10-14", "customer:stark", "subprocessor_notice",
+  "must be told in writing 30 days before we start using any new sub-processor; they may object within that time")
+F("stark-questionnaire", "acme/support", "2025-09-30", "customer:stark", "security_questionnaire",
+  "their vendor security review is repeated every September and takes about six weeks", role="near_miss")
+Q("q94", "alice", "We're bringing in a new analytics vendor next month. Does Stark have to hear about it first?",
+  "stark-subprocessors")
+
+F("dunder-invoices", "acme/support", "2025-11-15", "customer:dunder-mifflin", "invoice_address",
+  "the Scranton branch, for the attention of accounting; not corporate headquarters in New York")
+F("dunder-invoices-old", "acme/support", "2025-03-01", "customer:dunder-mifflin", "invoice_address",
+  "corporate headquarters in New York", role="superseded")
+F("dunder-payment", "acme/support", "2025-03-01", "customer:dunder-mifflin", "payment_method",
+  "paper cheque, usually about three weeks after the invoice date", role="near_miss")
+Q("q95", "ben", "Where should Dunder Mifflin's bills be sent?", "dunder-invoices")
+
+F("md-plan", "acme/support", "2025-07-14", "customer:massive-dynamic", "plan",
+  "Enterprise Pro, which allows up to 1,000 members", role="background")
+F("md-sso", "acme/support", "2025-07-14", "customer:massive-dynamic", "sso_provider",
+  "Ping Identity over SAML, with SCIM provisioning of new staff", role="near_miss")
+F("md-leavers", "acme/support/tier2", "2026-01-30", "customer:massive-dynamic", "deprovisioning",
+  "their SCIM connector only creates accounts and never removes them; leavers must be deactivated by hand in "
+  "Admin > Members until they upgrade Ping")
+F("md-owner", "acme", "2025-07-14", "customer:massive-dynamic", "account_owner", "Tom Ellis in customer success",
+  role="background")
+Q("q96", "alice",
+  "People who quit Massive Dynamic months ago still show as active users. Why isn't that cleaning itself up?",
+  "md-leavers")
+
+F("aperture-plan", "acme/support", "2026-01-30", "customer:aperture", "plan", "Business, up to 150 members",
+  role="background")
+F("aperture-trial", "acme/support", "2026-02-12", "customer:aperture", "trial_status",
+  "trial already extended once, to 15 March 2026; sales will not extend it again")
+F("aperture-trial-old", "acme/support", "2026-01-30", "customer:aperture", "trial_status",
+  "14-day trial ending 13 February 2026", role="superseded")
+P("aperture-contact", "acme/support", "2026-02-02", "customer:aperture", "contact_channel",
+  "the in-app chat; their lab lead usually replies within the hour", role="near_miss")
+F("aperture-usecase", "acme/support", "2026-01-30", "customer:aperture", "use_case",
+  "lab notebooks and scheduling of test sessions", role="background")
+Q("q97", "ben", "Aperture wants a few more weeks to try us out before buying. Can we give them that?",
+  "aperture-trial")
+
+F("oscorp-plan", "acme/support", "2025-06-20", "customer:oscorp", "plan", "Enterprise, which allows up to 800 members",
+  role="background")
+F("oscorp-region", "acme/support", "2025-06-20", "customer:oscorp", "data_region", "US-East (Virginia)",
+  role="background")
+F("oscorp-credit", "acme/support/tier2", "2026-01-16", "customer:oscorp", "credits_issued",
+  "$400 goodwill credit for the 14 January outage, approved by the support manager; nothing further is owed for "
+  "that incident")
+F("oscorp-credit-old", "acme/support/tier2", "2025-06-20", "customer:oscorp", "credits_issued", "none so far",
+  role="superseded")
+F("oscorp-complaint", "acme/support", "2026-02-06", "customer:oscorp", "open_complaint",
+  "unhappy with search speed since January; asked for a call with the product manager", role="near_miss")
+Q("q98", "alice", "Oscorp is asking for compensation for the January downtime. Have they already been given something?",
+  "oscorp-credit")
+
+P("nakatomi-hours", "acme/support/tier1", "2025-12-05", "customer:nakatomi", "reply_deadline",
+  "before 18:00 Tokyo time (09:00 UTC); anything later waits until their next business day")
+P("nakatomi-hours-tier2", "acme/support/tier2", "2025-12-05", "customer:nakatomi", "reply_deadline",
+  "before 18:00 Tokyo time (09:00 UTC); anything later waits until their next business day", role="sibling")
+P("nakatomi-language", "acme/support", "2025-12-05", "customer:nakatomi", "support_language",
+  "English in writing; Japanese on calls, through an interpreter", role="near_miss")
+F("nakatomi-plan", "acme/support", "2025-11-20", "customer:nakatomi", "plan",
+  "Enterprise Pro, which allows up to 500 members", role="background")
+F("nakatomi-region", "acme/support", "2025-11-20", "customer:nakatomi", "data_region", "US-West (Oregon)",
+  role="background")
+Q("q99", "ben", "What's the latest I can get back to Nakatomi and still catch them the same day?", "nakatomi-hours")
+
+# ====== batch 2: acme support, knowledge base, playbooks and agents' own preferences
+
+R("kb-login-email", "acme/support", "2025-09-15", "kb://acme/change-sign-in-address", "Changing your sign-in address",
+  "Members change it themselves under Profile > Account; a confirmation goes to both the old and the new address. "
+  "Members who sign in through SSO must have it changed in their identity provider.")
+R("kb-login-email-old", "acme/support", "2025-02-01", "kb://acme/change-sign-in-address",
+  "Changing your sign-in address",
+  "Members cannot change their sign-in address themselves; support changes it after checking the member's ID.",
+  role="superseded")
+R("kb-rename-workspace", "acme/support", "2025-06-30", "kb://acme/rename-workspace", "Renaming a workspace",
+  "Owners rename a workspace under Settings > General; its web address changes and old links redirect for 90 days.",
+  role="near_miss")
+Q("q100", "ben", "Someone got married and her work address changed. How does she update what she logs in with?",
+  "kb-login-email")
+
+R("kb-sso-recovery", "acme/support", "2025-11-20", "kb://acme/sso-break-glass", "When SSO is down",
+  "Every SSO workspace keeps one owner who can still sign in with a password and a recovery code at "
+  "/login/recovery. Support never switches SSO off for a customer.")
+R("kb-sso-recovery-old", "acme/support", "2025-03-01", "kb://acme/sso-break-glass", "When SSO is down",
+  "If single sign-on breaks, support can switch the workspace back to password login once the owner is verified.",
+  role="superseded")
+R("kb-sso-setup", "acme/support", "2025-05-06", "kb://acme/sso-setup", "Setting up single sign-on",
+  "SSO needs Enterprise or Enterprise Pro; the customer uploads their IdP metadata under Admin > Security and "
+  "tests with one account first.", role="near_miss")
+Q("q101", "alice",
+  "The customer's identity provider is down and their whole company is locked out of our app. Can anyone on their "
+  "side still get in?", "kb-sso-recovery")
+
+R("kb-billing-period", "acme", "2025-08-27", "kb://acme/change-billing-period",
+  "Switching between monthly and annual billing",
+  "Moving from monthly to annual takes effect at once and the unused days of the month are credited; annual to "
+  "monthly only at renewal.")
+Q("q102", "ben",
+  "Customer wants to switch to paying once a year starting today. What happens to the rest of the period they've "
+  "already paid for?", "kb-billing-period")
+
+R("t2-erasure", "acme/support/tier2", "2025-10-29", "kb://acme/tier2/erasure-requests", "Erasure requests",
+  "Check that the request comes from a workspace owner, open a DEL ticket for engineering and confirm completion "
+  "to the requester within 30 days, as GDPR requires.")
+R("t1-erasure", "acme/support/tier1", "2025-10-29", "kb://acme/tier1/erasure-requests", "Erasure requests",
+  "Do not confirm anything yourself: pass the ticket to tier 2 with the requester's name and workspace.",
+  role="sibling")
+Q("q103", "alice", "A former customer wants every trace of their data gone from our systems. What's the procedure?",
+  "t2-erasure")
+
+R("t1-verify-caller", "acme/support/tier1", "2025-10-06", "kb://acme/tier1/verify-caller", "Verifying a caller",
+  "Ask for the workspace name, then send a one-time code to the owner's address on file and have them read it "
+  "back. A name and date of birth are never enough.")
+R("t1-verify-caller-old", "acme/support/tier1", "2025-01-10", "kb://acme/tier1/verify-caller", "Verifying a caller",
+  "Ask for the workspace name and the billing postcode.", role="superseded")
+Q("q104", "ben", "How can I be sure the person on the phone really is the account holder?", "t1-verify-caller")
+
+R("kb-seat-reduction", "acme/support", "2025-07-22", "kb://acme/reduce-seats", "Removing paid seats",
+  "Seats removed in the middle of a term are billed until the renewal date; the lower count applies from the "
+  "first invoice after renewal.")
+Q("q105", "ben", "A customer cut their team in half last week. Will their next bill go down straight away?",
+  "kb-seat-reduction")
+
+R("kb-merge-workspaces", "acme", "2025-05-28", "kb://acme/merge-workspaces", "Merging two workspaces",
+  "Engineering can merge two workspaces if both are on the same plan and in the same region; it takes about a week "
+  "and channels keep their history.")
+Q("q106", "ben",
+  "A company signed up twice by accident and now runs two separate accounts with us. Can we fold them into one?",
+  "kb-merge-workspaces")
+
+P("alice-signoff", "acme/support/tier2/alice", "2026-01-12", "agent:alice", "email_signoff",
+  "first name only, no 'kind regards'", source="user_explicit")
+P("bob-signoff", "acme/support/tier2/bob", "2026-01-12", "agent:bob", "email_signoff", "full name and job title",
+  role="sibling", source="user_explicit")
+Q("q107", "alice", "How do I normally end my messages to customers?", "alice-signoff")
+
+P("ben-languages", "acme/support/tier1/ben", "2026-02-02", "agent:ben", "ticket_languages",
+  "English, German and Dutch", source="user_explicit")
+P("ben-languages-old", "acme/support/tier1/ben", "2025-10-01", "agent:ben", "ticket_languages",
+  "English and German", role="superseded", source="user_explicit")
+P("ben-hours", "acme/support/tier1/ben", "2026-01-20", "agent:ben", "working_hours",
+  "07:00-15:00 CET, Tuesday to Saturday", role="background", source="user_explicit")
+Q("q108", "ben", "Which of the foreign-language queues am I set up to cover?", "ben-languages")
+
+# Background: more of the support org's memory.
+R("kb-custom-emoji", "acme", "2025-03-18", "kb://acme/custom-emoji", "Custom emoji",
+  "Admins can upload up to 500 custom emoji; members can add their own only if an admin allows it.",
+  role="background")
+R("kb-channel-archive", "acme", "2025-09-04", "kb://acme/archive-channel", "Archiving a channel",
+  "Archived channels are read-only and can be reopened by any admin; their files still count toward storage.",
+  role="background")
+
+# ====== batch 2: acme SRE
+
+F("svc-billing-owner", "acme/sre", "2025-10-20", "service:billing-worker", "owner",
+  "the payments-platform team, Slack channel #team-money; out of hours page the billing-primary rotation",
+  source="service-catalog@v2")
+F("svc-billing-owner-old", "acme/sre", "2025-03-01", "service:billing-worker", "owner",
+  "the finance-engineering team, Slack channel #fin-eng", role="superseded", source="service-catalog@v2")
+F("svc-notify-owner", "acme/sre", "2025-09-01", "service:notifications", "owner",
+  "the messaging team, Slack channel #team-messaging", role="near_miss", source="service-catalog@v2")
+Q("q109", "dana", "billing-worker is falling over at 3am. Which team do I wake up?", "svc-billing-owner")
+
+F("svc-sync-deps", "acme/sre", "2025-11-05", "service:sync-service", "dependencies",
+  "needs postgres-main and session-store; while session-store is unavailable it keeps serving downloads but "
+  "rejects uploads", source="service-catalog@v2")
+Q("q110", "dana", "If the Redis that holds sessions falls over, what happens to sync-service?", "svc-sync-deps")
+
+E("ep-webhook-signing", "acme/sre/oncall", "2026-01-06", "notifications",
+  "customer webhook receivers rejecting every delivery with a signature mismatch after the signing key rotation",
+  "re-enabled the previous signing key next to the new one for 24 hours so customers could update", "fixed",
+  "https://incidents.acme.example/INC-2276")
+E("ep-webhook-signing-platform", "acme/sre/platform", "2026-01-06", "notifications",
+  "customer webhook receivers rejecting every delivery with a signature mismatch after the signing key rotation",
+  "re-enabled the previous signing key next to the new one for 24 hours so customers could update", "fixed",
+  "https://incidents.acme.example/INC-2276", role="sibling")
+Q("q111", "dana",
+  "Since we changed credentials on notifications, customers' endpoints say our callbacks are forged. What sorted "
+  "that out before?", "ep-webhook-signing")
+
+E("ep-search-oom-limit", "acme/sre/oncall", "2026-02-25", "search-indexer",
+  "indexer pods OOM-killed while reindexing one very large workspace", "raised the pod memory limit to 8 GB",
+  "failed", "https://incidents.acme.example/INC-2352", role="near_miss")
+E("ep-search-oom", "acme/sre/oncall", "2026-02-26", "search-indexer",
+  "indexer pods OOM-killed while reindexing one very large workspace",
+  "split the reindex into per-folder batches of 10,000 documents", "fixed",
+  "https://incidents.acme.example/INC-2352")
+Q("q112", "dana", "search-indexer pods keep dying partway through rebuilding one giant tenant. What actually worked?",
+  "ep-search-oom")
+
+F("svc-pg-window", "acme/sre", "2025-12-09", "service:postgres-main", "maintenance_window",
+  "Tuesdays 05:00-06:00 UTC, for vacuum runs and minor-version upgrades only", source="service-catalog@v2")
+F("svc-pg-window-old", "acme/sre", "2025-04-01", "service:postgres-main", "maintenance_window",
+  "Sundays 03:00-04:00 UTC", role="superseded", source="service-catalog@v2")
+F("svc-pg-version", "acme/sre", "2025-11-18", "service:postgres-main", "engine_version", "PostgreSQL 16.4",
+  role="background", source="service-catalog@v2")
+E("ep-pg-connections", "acme/sre/oncall", "2026-01-19", "postgres-main",
+  "connection pool exhausted during the nightly report job", "moved the report job to the async replica", "fixed",
+  "https://incidents.acme.example/INC-2284", role="near_miss")
+Q("q113", "dana", "When are we allowed to take postgres-main down for upkeep?", "svc-pg-window")
+
+F("svc-auth-session", "acme/sre", "2025-12-16", "service:auth-gateway", "session_lifetime",
+  "12 hours; refresh tokens stay valid for 30 days", source="service-catalog@v2")
+F("svc-auth-session-old", "acme/sre", "2025-05-01", "service:auth-gateway", "session_lifetime",
+  "24 hours; refresh tokens stay valid for 90 days", role="superseded", source="service-catalog@v2")
+Q("q114", "dana", "How long before auth-gateway makes people sign in again?", "svc-auth-session")
+
+P("dana-handoff", "acme/sre/oncall/dana", "2026-01-03", "agent:dana", "handoff_notes",
+  "written in the incident doc rather than Slack, open actions at the top", source="user_explicit")
+P("luis-handoff", "acme/sre/oncall/luis", "2026-01-03", "agent:luis", "handoff_notes",
+  "a short voice call with the next person on call", role="sibling", source="user_explicit")
+Q("q115", "dana", "Where do I leave things for whoever takes the pager after me?", "dana-handoff")
+
+R("rb-leaked-key", "acme/sre", "2025-07-30", "runbook://acme/leaked-credential", "A leaked credential",
+  "Revoke it first, then rotate every service that shared it, then search the access logs for its use; tell "
+  "security within one hour.", source="runbooks@v7")
+R("rb-access-review", "acme/sre", "2025-04-14", "runbook://acme/access-review", "Quarterly access review",
+  "Team leads confirm each engineer's production access every quarter; access nobody used is removed.",
+  role="near_miss", source="runbooks@v7")
+Q("q116", "dana", "Someone pushed a production API key to a public GitHub repo. What do we do, and in what order?",
+  "rb-leaked-key")
+
+R("rb-incident-command", "acme/sre", "2025-09-01", "runbook://acme/declaring-incidents", "Declaring an incident",
+  "Anyone on call may declare one; the first responder is incident commander until they hand over in the "
+  "incident channel.", source="runbooks@v7")
+R("rb-incident-command-old", "acme/sre", "2025-02-01", "runbook://acme/declaring-incidents", "Declaring an incident",
+  "Only the engineering manager may declare an incident and name its commander.", role="superseded",
+  source="runbooks@v6")
+Q("q117", "dana", "Do I need a manager's OK before I call a sev, and who runs the response once I do?",
+  "rb-incident-command")
+
+R("rb-hotfix", "acme/sre", "2025-10-02", "runbook://acme/hotfixes", "Hotfixes during an incident",
+  "The incident commander may waive the 20-minute canary wait; one reviewer is still required.",
+  source="runbooks@v7")
+Q("q118", "dana", "We're mid-outage and need a patch live fast. Can we skip the usual staged rollout wait?",
+  "rb-hotfix")
+
+E("ep-clock-restart", "acme/sre/oncall", "2026-02-16", "api-gateway",
+  "intermittent 401s: freshly issued tokens rejected as 'not yet valid'", "restarted the gateway pods",
+  "inconclusive", "https://incidents.acme.example/INC-2336", role="near_miss")
+E("ep-clock-drift", "acme/sre/oncall", "2026-02-17", "api-gateway",
+  "intermittent 401s: freshly issued tokens rejected as 'not yet valid'",
+  "re-enabled NTP on two gateway nodes whose clocks had drifted by 90 seconds", "fixed",
+  "https://incidents.acme.example/INC-2336")
+Q("q119", "dana",
+  "Brand-new logins sometimes bounce with an auth error, then work if you retry a minute later. What fixed it last "
+  "time?", "ep-clock-drift")
+
+E("ep-dst-reports", "acme/sre/oncall", "2025-10-27", "report-scheduler",
+  "weekly usage reports emailed twice to every customer on the night the clocks went back",
+  "moved the scheduler's cron to UTC", "fixed", "https://incidents.acme.example/INC-2168")
+Q("q120", "dana", "Why did every customer receive the same usage digest twice at the end of October?",
+  "ep-dst-reports")
+
+# Background: more of the SRE team's memory, and the platform team's (out of dana's scope).
+F("svc-report-owner", "acme/sre", "2025-09-01", "service:report-scheduler", "owner",
+  "the analytics team, Slack channel #team-analytics", role="background", source="service-catalog@v2")
+R("rb-platform-secrets", "acme/sre/platform", "2025-08-12", "runbook://acme/platform/secret-rotation",
+  "Rotating secrets", "Secrets rotate every 90 days through Vault; services reload them without a restart.",
+  role="sibling", source="runbooks@v7")
+E("ep-cache-stampede", "acme/sre/oncall", "2026-01-25", "api-gateway",
+  "latency spike every hour on the hour when cached workspace settings expired together",
+  "added random jitter to the cache TTL", "fixed", "https://incidents.acme.example/INC-2296", role="background")
+
+# ====== batch 2: northwind orders and customers
+
+F("nw90114-items", "northwind/commerce", "2026-02-20", "order:NW-90114", "items",
+  "a standing desk frame, sent by freight", role="background", source="shop-db@v9")
+F("nw90114-delivery-shipped", "northwind/commerce", "2026-02-21", "order:NW-90114", "delivery_status",
+  "shipped by freight from the New Jersey warehouse", role="superseded", source="carrier-webhook@v2")
+F("nw90114-cancel", "northwind/commerce/returns", "2026-02-27", "order:NW-90114", "cancellation_request",
+  "too late to stop the carrier; the buyer will refuse delivery and is refunded once the desk is back at the "
+  "warehouse", source="shop-db@v9")
+F("nw90114-cancel-old", "northwind/commerce/returns", "2026-02-26", "order:NW-90114", "cancellation_request",
+  "buyer asked to cancel; waiting for the warehouse to say whether it has left", role="superseded",
+  source="shop-db@v9")
+Q("q121", "omar", "The NW-90114 buyer wanted out of the order since it's running late. Where did we land on that?",
+  "nw90114-cancel")
+
+F("nw81502-items", "northwind/commerce", "2026-02-12", "order:NW-81502", "items",
+  "a cast-iron skillet and two oven mitts", role="background", source="shop-db@v9")
+F("nw81502-refund", "northwind/commerce/payments", "2026-02-24", "order:NW-81502", "refund_status",
+  "$84.50 refunded to the buyer's PayPal on 24 February; they chose not to have it sent again", source="shop-db@v9")
+F("nw81502-refund-old", "northwind/commerce/payments", "2026-02-20", "order:NW-81502", "refund_status",
+  "on hold until the parcel is back at the warehouse", role="superseded", source="shop-db@v9")
+F("nw81502-refund-returns", "northwind/commerce/returns", "2026-02-24", "order:NW-81502", "refund_status",
+  "$84.50 refunded to the buyer's PayPal on 24 February; they chose not to have it sent again", role="sibling",
+  source="shop-db@v9")
+Q("q122", "pia",
+  "NW-81502 came back to us undelivered. Has the customer had their money returned, or are we reshipping?",
+  "nw81502-refund")
+
+F("c20417-returns", "northwind/commerce/returns", "2026-01-15", "customer:C-20417", "return_history",
+  "sent back 9 of 14 orders in the last year; flagged for serial returns, so no prepaid labels and exchanges only",
+  source="shop-db@v9")
+F("c20417-returns-old", "northwind/commerce/returns", "2025-07-01", "customer:C-20417", "return_history",
+  "no unusual return activity", role="superseded", source="shop-db@v9")
+R("nw-plus-benefits", "northwind/commerce", "2025-04-10", "policy://northwind/plus-membership", "Northwind Plus",
+  "Plus members pay $49 a year for free express delivery, free return labels and early access to sales.",
+  role="near_miss", source="policy-site@v3")
+Q("q123", "omar", "C-20417 wants another free shipping label to send something back. Any reason not to just issue one?",
+  "c20417-returns")
+
+F("c51007-cards", "northwind/commerce/payments", "2025-11-20", "customer:C-51007", "saved_payment_methods",
+  "a Visa ending 4417 and a PayPal account; the Amex was removed after the second chargeback", source="shop-db@v9")
+F("c51007-cards-old", "northwind/commerce/payments", "2025-02-01", "customer:C-51007", "saved_payment_methods",
+  "a Visa ending 4417 and an Amex ending 1009", role="superseded", source="shop-db@v9")
+Q("q124", "pia", "Which cards does C-51007 still have stored with us?", "c51007-cards")
+
+F("c66230-address", "northwind/commerce", "2025-09-01", "customer:C-66230", "shipping_address",
+  "an apartment in Montreal, Quebec", role="background", source="shop-db@v9")
+F("c66230-rma", "northwind/commerce/returns", "2026-02-25", "customer:C-66230", "open_return",
+  "RMA-5521 for a blender: label emailed on 25 February, parcel not scanned by the warehouse yet",
+  source="warehouse-scan@v4")
+F("c66230-rma-old", "northwind/commerce/returns", "2026-02-22", "customer:C-66230", "open_return",
+  "RMA-5521 opened for a blender; label not sent yet", role="superseded", source="warehouse-scan@v4")
+Q("q125", "omar", "Has the kitchen appliance C-66230 was sending back reached us yet?", "c66230-rma")
+
+F("nw93377-items", "northwind/commerce", "2026-02-26", "order:NW-93377", "items",
+  "an espresso machine and a burr grinder", role="background", source="shop-db@v9")
+F("nw93377-delivery", "northwind/commerce", "2026-02-28", "order:NW-93377", "delivery_status",
+  "not shipped: waiting on payment", role="near_miss", source="carrier-webhook@v2")
+F("nw93377-payment", "northwind/commerce/payments", "2026-02-28", "order:NW-93377", "payment_status",
+  "the Amex authorisation succeeded but the capture failed; nothing was charged and the hold drops off within "
+  "7 days", source="shop-db@v9")
+F("nw93377-payment-old", "northwind/commerce/payments", "2026-02-26", "order:NW-93377", "payment_status",
+  "authorised on Amex, waiting for capture", role="superseded", source="shop-db@v9")
+Q("q126", "pia", "The NW-93377 customer sees a pending amount on their statement. Did we actually take the money?",
+  "nw93377-payment")
+
+F("c74102-tier", "northwind/commerce", "2026-01-08", "customer:C-74102", "loyalty_tier",
+  "Northwind Plus member since January 2026", role="background", source="shop-db@v9")
+P("c74102-language", "northwind/commerce", "2026-01-08", "customer:C-74102", "language", "German",
+  role="near_miss")
+F("c74102-address", "northwind/commerce", "2026-01-08", "customer:C-74102", "shipping_address",
+  "a flat in Hamburg, Germany", role="background", source="shop-db@v9")
+P("c74102-refund", "northwind/commerce", "2026-02-01", "customer:C-74102", "refund_method",
+  "store credit instead of money back to the card, as long as it arrives the same day")
+P("c74102-refund-old", "northwind/commerce", "2025-10-10", "customer:C-74102", "refund_method",
+  "back to the original card", role="superseded")
+Q("q127", "omar", "C-74102 is sending a coat back. How would they like to be reimbursed?", "c74102-refund")
+
+F("svc-processor", "northwind/commerce/payments", "2026-01-15", "service:payments-api", "card_processor",
+  "Adyen for all new card payments since 15 January; refunds on orders placed before then still go through Stripe",
+  source="service-catalog@v2")
+F("svc-processor-old", "northwind/commerce/payments", "2025-03-01", "service:payments-api", "card_processor",
+  "Stripe for card payments and refunds", role="superseded", source="service-catalog@v2")
+Q("q128", "pia", "Refund for an order from before Christmas: which provider does payments-api push that through now?",
+  "svc-processor")
+
+# ====== batch 2: northwind policy, incidents and agents' own preferences
+
+R("nw-bundles", "northwind/commerce", "2025-08-05", "policy://northwind/bundles", "Bundles and sets",
+  "A bundle must come back complete; any piece that is kept is deducted at its own list price.",
+  source="policy-site@v3")
+Q("q129", "omar",
+  "Shopper is sending back the pots-and-pans kit but wants to keep the frying pan. Do they still get the whole "
+  "amount back?", "nw-bundles")
+
+R("nw-late-returns", "northwind/commerce/returns", "2025-10-10", "policy://northwind/returns/late-returns",
+  "Returns after the window",
+  "Up to 14 days late, offer store credit, once per customer; later than that, decline politely.",
+  source="policy-site@v3")
+R("nw-late-returns-old", "northwind/commerce/returns", "2025-01-15", "policy://northwind/returns/late-returns",
+  "Returns after the window", "Returns after the window are always declined.", role="superseded",
+  source="policy-site@v3")
+Q("q130", "omar", "A customer missed the deadline for sending something back by about a week. Any wiggle room?",
+  "nw-late-returns")
+
+E("ep-return-emails", "northwind/commerce/returns", "2026-02-09", "returns-portal",
+  "customers not receiving the confirmation email after filing a return",
+  "re-verified the sending domain's DKIM record after the DNS provider migration", "fixed",
+  "https://jira.northwind.example/RET-826")
+Q("q131", "omar", "People who log a return online say nothing ever lands in their inbox afterwards.",
+  "ep-return-emails")
+
+E("ep-heic-fail", "northwind/commerce/returns", "2026-02-16", "returns-portal",
+  "photo upload fails for pictures taken on iPhones (HEIC format)", "purged the CDN cache for the upload page",
+  "failed", "https://jira.northwind.example/RET-833", role="near_miss")
+E("ep-heic", "northwind/commerce/returns", "2026-02-18", "returns-portal",
+  "photo upload fails for pictures taken on iPhones (HEIC format)",
+  "added HEIC-to-JPEG conversion to the upload service", "fixed", "https://jira.northwind.example/RET-833")
+Q("q132", "omar", "Customers on Apple phones can't attach shots of the damage to their claim. What got it working?",
+  "ep-heic")
+
+P("omar-queue", "northwind/commerce/returns/omar", "2026-01-20", "agent:omar", "queue_order",
+  "oldest ticket first, except damaged-on-arrival cases, which go to the front", source="user_explicit")
+P("lena-queue", "northwind/commerce/returns/lena", "2026-01-20", "agent:lena", "queue_order",
+  "Northwind Plus members first, then oldest", role="sibling", source="user_explicit")
+P("omar-signature", "northwind/commerce/returns/omar", "2026-01-20", "agent:omar", "reply_signature",
+  "'Omar, Northwind Returns'", role="background", source="user_explicit")
+Q("q133", "omar", "How do I like to work through my backlog?", "omar-queue")
+
+R("nw-closed-card", "northwind/commerce/payments", "2025-09-20", "policy://northwind/payments/closed-card-refunds",
+  "Refunds to a closed card",
+  "Refund to the original card even if it has been cancelled; the bank passes the money on. Only if the bank "
+  "rejects it, offer store credit or a bank transfer.", source="policy-site@v3")
+R("nw-closed-card-old", "northwind/commerce/payments", "2025-02-02",
+  "policy://northwind/payments/closed-card-refunds", "Refunds to a closed card",
+  "If the original card has been closed, refund by bank transfer instead.", role="superseded",
+  source="policy-site@v3")
+R("nw-closed-card-returns", "northwind/commerce/returns", "2025-09-20",
+  "policy://northwind/returns/closed-card-refunds", "Refunds to a closed card",
+  "Tell the customer the refund goes to the original card even if it has been cancelled; payments handles any "
+  "bounce.", role="sibling", source="policy-site@v3")
+Q("q134", "pia", "The shopper's old Visa was shut down after some fraud. Where does their refund go now?",
+  "nw-closed-card")
+
+R("nw-split-payment", "northwind/commerce", "2025-07-18", "policy://northwind/split-payments",
+  "Paying with more than one method",
+  "An order can be paid with one card plus any number of gift cards; two credit cards on a single order is not "
+  "possible.", source="policy-site@v3")
+Q("q135", "pia", "A shopper wants to put half the bill on one Visa and the rest on another. Can they?",
+  "nw-split-payment")
+
+E("ep-paypal-webhook", "northwind/commerce/payments", "2026-01-29", "payments-api",
+  "PayPal orders stuck on 'awaiting payment' although the buyer had been charged",
+  "re-registered the PayPal webhook URL after the shop's domain change", "fixed",
+  "https://jira.northwind.example/PAY-428")
+Q("q136", "pia", "People checking out with PayPal get billed but their order never flips to paid. What fixed that?",
+  "ep-paypal-webhook")
+
+E("ep-card-testing", "northwind/commerce/payments", "2026-02-22", "payments-api",
+  "thousands of $1 authorisations from newly created accounts overnight (card testing)",
+  "turned on CAPTCHA at checkout and blocked the card range being tested", "fixed",
+  "https://jira.northwind.example/PAY-444")
+Q("q137", "pia",
+  "We're seeing loads of tiny charges from brand-new accounts in the middle of the night. What did we do last time?",
+  "ep-card-testing")
+
+P("pia-refund-note", "northwind/commerce/payments/pia", "2026-01-25", "agent:pia", "refund_note_format",
+  "one line: order number, amount, reason code, in that order", source="user_explicit")
+P("raj-refund-note", "northwind/commerce/payments/raj", "2026-01-25", "agent:raj", "refund_note_format",
+  "free text, in the customer's own words", role="sibling", source="user_explicit")
+Q("q138", "pia", "How do I usually write up the internal comment when I send money back to someone?",
+  "pia-refund-note")
+
+# Background: more of the shop's memory.
+E("ep-gift-balance", "northwind/commerce/payments", "2026-01-11", "payments-api",
+  "gift card balances showing zero right after checkout", "rebuilt the balance cache", "fixed",
+  "https://jira.northwind.example/PAY-416", role="background")
+R("nw-preorders", "northwind/commerce", "2025-11-03", "policy://northwind/preorders", "Pre-orders",
+  "Pre-orders can be cancelled at any time before they ship; the release date shown is an estimate.",
+  role="background", source="policy-site@v3")
+
+
 # ================================================================================ checks
 
 def _slot(m: dict) -> tuple:
@@ -838,6 +1396,10 @@ def check() -> None:
         m = by_label[q["answer"]]
         assert m["role"] == "answer", q
         assert _readable(PRINCIPALS[q["principal"]], m["scope"]), q
+        # no other current memory the asker can read fills the answer's slot (it would shadow or rival it)
+        rivals = [x["label"] for x in MEMORIES if x is not m and x["role"] != "superseded"
+                  and _slot(x) == _slot(m) and _readable(PRINCIPALS[q["principal"]], x["scope"])]
+        assert not rivals, (q["qid"], rivals)
     for m in MEMORIES:  # a sibling copy sits next to some asker's scope, where that asker cannot read it
         if m["role"] == "sibling":
             parent = m["scope"].rsplit("/", 1)[0]
@@ -848,7 +1410,7 @@ def check() -> None:
 def main(out: Path | None = None) -> None:
     check()
     out = out or Path(__file__).with_name("fixture.jsonl")
-    meta = {"type": "meta", "name": "memory_lakehouse retrieval fixture", "version": 1, "now": NOW.isoformat(),
+    meta = {"type": "meta", "name": "memory_lakehouse retrieval fixture", "version": 2, "now": NOW.isoformat(),
             "principals": PRINCIPALS, "memories": len(MEMORIES), "queries": len(QUERIES),
             "roles": dict(sorted(Counter(m["role"] for m in MEMORIES).items()))}
     lines = [meta] + MEMORIES + QUERIES
