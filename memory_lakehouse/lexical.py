@@ -73,13 +73,20 @@ class Bm25:
         return col if col is not None and col + 1 < len(self.model.scores["indptr"]) else None
 
     def idf(self, tokens: Sequence[str]) -> list[float]:
-        """Lucene-style IDF of each token here; a token no row holds is as rare as can be."""
+        """Robertson–Spärck Jones IDF of each token here, floored at 0 (a token no row holds is as rare as can be).
+
+        A word half the rows or more hold weighs nothing: it is no evidence that a row
+        is the one asked for ("customer" in a CRM store). Lucene's BM25 adds 1 inside the
+        logarithm to keep scores positive; a share of the query's evidence
+        (`coverage`) has no such need, and with it a near-tie of cosines was decided by
+        such a word (docs/performance.md, retrieval quality).
+        """
         indptr = self.model.scores["indptr"] if self.model is not None else None
         out = []
         for token in tokens:
             col = self._column(token)
             df = int(indptr[col + 1] - indptr[col]) if col is not None else 0
-            out.append(math.log(1.0 + (self.size - df + 0.5) / (df + 0.5)))
+            out.append(max(0.0, math.log((self.size - df + 0.5) / (df + 0.5))))
         return out
 
     def coverage(self, query: str, idf_from: Optional["Bm25"] = None) -> np.ndarray:
@@ -95,6 +102,8 @@ class Bm25:
             return out
         idf = (idf_from or self).idf(words)
         total = sum(idf)
+        if total <= 0:  # every word is in half the rows or more: no lexical evidence at all
+            return out
         indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
         for word, weight in zip(words, idf):
             col = self._column(word)
@@ -117,17 +126,17 @@ def lexical_coverage(query: str, text: str, bm25: Bm25) -> float:
 
     The lexical half of hybrid fusion. Unlike a BM25 score it has a fixed scale — 1 when
     every query word occurs, whatever the query — so it can be added to a cosine without
-    normalising by the query's best hit, and a hit matching only a word most rows hold
-    ("customer") counts for little next to one matching a rare order id. Query words no
+    normalising by the query's best hit, and a hit matching only words half the rows hold
+    ("customer") counts for nothing next to one matching a rare order id (`Bm25.idf`). Query words no
     row holds count as unmatched (as rare as can be), so a query mostly made of words
     the store never saw trusts its few matches less. Term frequency and length are left
     out: memories are short, a word rarely occurs twice in one.
 
-    >>> corpus = Bm25(["order:NW-88213 status: delivered", "order:NW-1 status: lost"])
+    >>> corpus = Bm25(["order:NW-88213 status: delivered", "order:NW-1 status: lost", "order:NW-2 status: lost"])
     >>> lexical_coverage("order NW-88213", "order:NW-88213 status: delivered", corpus)
     1.0
-    >>> round(lexical_coverage("order NW-88213", "order:NW-1 status: lost", corpus), 2)  # the shared words only
-    0.34
+    >>> lexical_coverage("order NW-88213", "order:NW-1 status: lost", corpus)  # "order", "nw": in every row
+    0.0
     """
     words = list(dict.fromkeys(tokenize([query])[0]))
     if not words:

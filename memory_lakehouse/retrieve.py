@@ -55,8 +55,9 @@ from .time import Basis
 RRF_K = 60
 #: Weight of lexical coverage in the fused score, (1 - a) * cosine01 + a * coverage (both
 #: on their theoretical [0, 1] scale). Chosen on the *dev* half of the labelled retrieval
-#: fixture only (``python -m evals.retrieval --tune``; the split is by a hash of the query
-#: id); the held-out *test* half is reported apart. See docs/design-notes.md, "Fusion".
+#: fixture's first batch only (``python -m evals.retrieval --tune``; the split is by a hash
+#: of the query id); the *test* half and the second batch are held out. See
+#: docs/design-notes.md, "Hybrid fusion".
 FUSION_ALPHA = 0.1
 #: Persist a caught-up partition once this many rows were added since its last save.
 SAVE_EVERY = 512

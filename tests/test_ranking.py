@@ -62,6 +62,13 @@ def test_coverage_is_the_share_of_the_query_s_idf_a_row_matches():
     assert only_id > 0.5 > only_common > 0 and only_id + only_common == pytest.approx(1.0)
 
 
+def test_a_word_half_the_rows_hold_adds_no_coverage():
+    rows = [f"customer:c{i} plan: tier {i}" for i in range(6)] + ["service:billing owner: payments team"]
+    bm25 = Bm25(rows)
+    assert lexical_coverage("customer payments", rows[0], bm25) == 0.0  # "customer" is in 6 of 7 rows
+    assert lexical_coverage("customer payments", rows[6], bm25) == pytest.approx(1.0)
+
+
 def test_query_words_no_row_holds_lower_coverage():
     bm25 = Bm25(CORPUS)
     known = lexical_coverage("globex plan", CORPUS[0], bm25)
