@@ -1,7 +1,8 @@
 """HNSW partitions built from the store: filtered search, an exact fallback, safe files.
 
 The index is a derived cache, never the system of record. One `Partition` per org holds
-an hnswlib graph plus a float32 copy of its unit vectors; `PartitionedIndex` keeps them
+an hnswlib graph plus a float32 copy of its unit vectors (read from its saved file once
+the partition is loaded or rebuilt: see `Partition`); `PartitionedIndex` keeps them
 under ``<root>/<model-slug>/<org>/gen-NNNNNN/`` tagged (`IndexTag`) with the Delta table
 versions they reflect, so the store can tell how far behind a partition is, score the
 newer rows with `exact_search`, and rebuild from its rows whenever files are missing,
@@ -37,6 +38,7 @@ import hnswlib
 import numpy as np
 
 from .errors import ConflictError, StoreError, ValidationError
+from .mapped import map_npy
 
 Trace = Callable[[str], None]
 Plan = Literal["auto", "exact", "hnsw"]
@@ -58,6 +60,7 @@ DEFAULT_EF = 64
 FORMAT = 1
 _SPACE = "ip"  # unit vectors: inner product == cosine similarity; score = 1 - distance
 _CHUNK = 1024  # rows gathered per step of an exact scan: stays in cache
+_ADD_CHUNK = 4096  # rows checked and scaled per step of `Partition.add`: bounded temporaries
 _FILES = ("index.hnsw", "vectors.npy", "ids.json")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _GEN = re.compile(r"^gen-(\d{6,})$")
@@ -131,9 +134,13 @@ class Partition:
 
     Labels are assigned 0, 1, 2… in insertion order; the float32 copy of the vectors
     (one extra copy: 150 MB at 100k x 384; ~340 MB for the whole partition) serves
-    exact scans, which hnswlib's ``get_items`` is too slow for (~18 µs a row). A lock
-    makes add and search safe to call from several threads; searches run one at a
-    time, single-threaded.
+    exact scans, which hnswlib's ``get_items`` is too slow for (~18 µs a row). A
+    partition that was loaded, or saved by `PartitionedIndex.replace`, reads that copy
+    from its ``vectors.npy`` through a read-only memory map: only the pages scans touch
+    are resident, and the kernel may drop them again (so a process that rebuilt 20 orgs
+    does not keep 20 orgs' copies). The first `add` after that moves it back into
+    memory, with room to grow. A lock makes add and search safe to call from several
+    threads; searches run one at a time, single-threaded.
 
     >>> p = Partition.create(2)
     >>> p.add(["a", "b"], np.array([[1.0, 0.0], [0.0, 1.0]]))
@@ -208,25 +215,28 @@ class Partition:
                     fresh.append(i)
             if not fresh:
                 return
-            new = rows if len(fresh) == len(rows) else rows[fresh]
-            start = len(self._ids)
-            self._reserve(start + len(new))
-            labels = np.arange(start, start + len(new), dtype=np.int64)
-            self._index.add_items(new, labels, num_threads=max(1, num_threads))
-            self._vectors[start:start + len(new)] = new
-            for label, i in zip(range(start, start + len(new)), fresh):
+            start, count = len(self._ids), len(fresh)
+            self._reserve(start + count)
+            # Scaled straight into the float32 copy, which hnswlib then reads: no
+            # full-size temporaries (at 100k x 384, each would be another 150 MB).
+            block = self._vectors[start:start + count]
+            _unit_rows_into(rows, None if count == len(rows) else np.asarray(fresh), block)
+            labels = np.arange(start, start + count, dtype=np.int64)
+            self._index.add_items(block, labels, num_threads=max(1, num_threads))
+            for label, i in zip(range(start, start + count), fresh):
                 rid = record_ids[i]
                 self._ids.append(rid)
                 self._labels[rid] = label
 
     def _reserve(self, needed: int) -> None:
         # Doubling keeps adds amortised O(1); the unused tail is address space, not RSS
-        # (neither hnswlib nor np.empty touches it until rows arrive).
+        # (neither hnswlib nor np.empty touches it until rows arrive). A mapped copy is
+        # read-only and exactly as long as the partition: it always moves into memory.
         capacity = self.capacity
         if needed > capacity:
             capacity = max(needed, capacity * 2)
             self._index.resize_index(capacity)
-        if needed > len(self._vectors):
+        if needed > len(self._vectors) or not self._vectors.flags.writeable:
             grown = np.empty((capacity, self.dim), dtype=np.float32)
             grown[: len(self._ids)] = self._vectors[: len(self._ids)]
             self._vectors = grown
@@ -361,13 +371,15 @@ class Partition:
             fresh.add(kept_ids, kept_vectors, num_threads=num_threads)
         return fresh
 
-    def save(self, directory: Path, tag: IndexTag) -> None:
+    def save(self, directory: Path, tag: IndexTag, *, map_vectors: bool = False) -> None:
         """Write the partition to *directory* atomically: a temp dir, then a rename.
 
         Files: ``index.hnsw`` (hnswlib), ``vectors.npy``, ``ids.json`` and ``tag.json``
         (the tag, hnswlib parameters and each file's size and CRC-32, so a torn or
         corrupt copy loads as None instead of crashing hnswlib). An existing
-        *directory* is swapped out and deleted.
+        *directory* is swapped out and deleted. With *map_vectors*, the float32 copy is
+        then read from the written ``vectors.npy`` instead of memory (unless rows were
+        added meanwhile); a partition that keeps growing is better saved without.
         """
         directory = Path(directory)
         if tag.dim != self.dim or tag.count != len(self):
@@ -376,6 +388,7 @@ class Partition:
                 field="tag",
             )
         tmp = directory.parent / f".{directory.name}.tmp-{uuid.uuid4().hex}"
+        mapped: np.ndarray | None = None
         try:
             tmp.mkdir(parents=True)
             with self._lock:
@@ -383,6 +396,8 @@ class Partition:
                 self._index.save_index(str(tmp / "index.hnsw"))
                 np.save(tmp / "vectors.npy", self._vectors[:n], allow_pickle=False)
                 (tmp / "ids.json").write_text(json.dumps(self._ids), encoding="utf-8")
+                if map_vectors:  # mapped before the rename: the map follows the file, not the path
+                    mapped = map_npy(tmp / "vectors.npy", n, self.dim)
             meta = {
                 "format": FORMAT,
                 "tag": tag.to_json(),
@@ -402,6 +417,10 @@ class Partition:
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise StoreError(f"cannot save index partition to {directory}: {exc}") from exc
+        if mapped is not None:
+            with self._lock:
+                if len(self._ids) == n:
+                    self._vectors = mapped
 
     @classmethod
     def load(cls, directory: Path, *, model: str | None = None, dim: int | None = None
@@ -425,7 +444,9 @@ class Partition:
                 if path.stat().st_size != expect["size"] or _crc32(path) != expect["crc32"]:
                     return None
             ids = json.loads((directory / "ids.json").read_text(encoding="utf-8"))
-            vectors = np.load(directory / "vectors.npy", allow_pickle=False)
+            vectors = map_npy(directory / "vectors.npy", tag.count, tag.dim)
+            if vectors is None:
+                vectors = np.load(directory / "vectors.npy", allow_pickle=False)
             if (not isinstance(ids, list) or len(ids) != tag.count or len(set(ids)) != len(ids)
                     or not all(isinstance(i, str) for i in ids)
                     or vectors.dtype != np.float32 or vectors.shape != (tag.count, tag.dim)):
@@ -519,9 +540,10 @@ class PartitionedIndex:
         For forgetting (and for a store restored from backup, whose versions may be
         lower: a full rebuild from the store always wins). The old generations and any
         unfinished temp dirs are removed, and the org's directory is checked to hold
-        nothing but the new generation; StoreError if anything else is left.
+        nothing but the new generation; StoreError if anything else is left. The
+        partition's float32 copy is then read from its saved file (see `Partition`).
         """
-        new_dir = self._write(org, partition, tag, check_versions=False)
+        new_dir = self._write(org, partition, tag, check_versions=False, map_vectors=True)
         org_dir = self.base / org
         for entry in org_dir.iterdir():
             if entry != new_dir:
@@ -530,7 +552,8 @@ class PartitionedIndex:
         if stray:
             raise StoreError(f"replace({org!r}) left old index files behind: {[str(p) for p in stray]}")
 
-    def _write(self, org: str, partition: Partition, tag: IndexTag, *, check_versions: bool) -> Path:
+    def _write(self, org: str, partition: Partition, tag: IndexTag, *, check_versions: bool,
+               map_vectors: bool = False) -> Path:
         _check_org(org)
         if tag.model != self.model or tag.dim != self.dim or partition.dim != self.dim:
             raise ValidationError(
@@ -547,7 +570,7 @@ class PartitionedIndex:
                     raise ConflictError(f"index partition {org!r} is already newer than this build: {behind}")
             gens = self._gens(org)
             target = self._gen_dir(org, (gens[-1] if gens else 0) + 1)
-            partition.save(target, tag)
+            partition.save(target, tag, map_vectors=map_vectors)
             self._cache.pop(org, None)
             for gen in gens:
                 _remove(self._gen_dir(org, gen))
@@ -566,6 +589,12 @@ class PartitionedIndex:
             return IndexTag.from_json(meta["tag"])
         except (OSError, ValueError, KeyError, TypeError, ValidationError):
             return None
+
+    def evict(self, org: str) -> None:
+        """Let go of the org's partition in memory; its files stay (the next read loads them)."""
+        _check_org(org)
+        with self._lock:
+            self._cache.pop(org, None)
 
     def drop(self, org: str) -> None:
         """Delete the org's partition from memory and disk (a later read rebuilds it)."""
@@ -640,16 +669,29 @@ def _query(query: np.ndarray, dim: int) -> np.ndarray:
 
 
 def _rows(vectors: np.ndarray, n: int, dim: int) -> np.ndarray:
+    """*vectors* as float32 rows (no copy when they already are), checked; not yet unit length."""
     try:
         rows = np.asarray(vectors, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"vectors are not a numeric array: {exc}", field="vectors") from exc
     if rows.shape != (n, dim):
         raise ValidationError(f"vectors must have shape ({n}, {dim}), got {rows.shape}", field="vectors")
-    if not np.all(np.isfinite(rows)):
-        raise ValidationError("vectors have NaN or infinite values", field="vectors")
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return np.ascontiguousarray(rows / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+    for start in range(0, n, _ADD_CHUNK):
+        if not np.all(np.isfinite(rows[start:start + _ADD_CHUNK])):
+            raise ValidationError("vectors have NaN or infinite values", field="vectors")
+    return rows
+
+
+def _unit_rows_into(rows: np.ndarray, pick: np.ndarray | None, out: np.ndarray) -> None:
+    """Write ``rows[pick]`` (all rows if None) scaled to unit length into *out*, a chunk at a time.
+
+    All-zero rows stay zero.
+    """
+    for start in range(0, len(out), _ADD_CHUNK):
+        stop = min(start + _ADD_CHUNK, len(out))
+        part = rows[start:stop] if pick is None else rows[pick[start:stop]]
+        norms = np.linalg.norm(part, axis=1, keepdims=True)
+        np.divide(part, np.where(norms > 0, norms, 1.0), out=out[start:stop])
 
 
 def _check_positive(value: object, name: str) -> None:

@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory_lakehouse import index as index_mod
+from memory_lakehouse import mapped
 from memory_lakehouse.errors import ConflictError, StoreError, ValidationError
 from memory_lakehouse.index import IndexTag, Partition, PartitionedIndex, exact_search
 
@@ -376,3 +378,80 @@ def test_vectors_of_returns_the_stored_unit_vectors():
     np.testing.assert_allclose(part.vectors_of([rids[3], rids[1]]), vecs[[3, 1]], atol=1e-6)
     with pytest.raises(ValidationError):
         part.vectors_of(["missing"])
+
+
+# -- memory -----------------------------------------------------------------------
+
+
+def test_adding_scales_rows_in_chunks_exactly_as_in_one_pass(monkeypatch):
+    monkeypatch.setattr(index_mod, "_ADD_CHUNK", 7)  # many chunks, and a ragged last one
+    raw = np.random.default_rng(21).standard_normal((40, DIM)).astype(np.float32) * 5
+    raw[3] = 0.0  # an all-zero row stays zero
+    part = Partition.create(DIM, capacity=8)
+    part.add(ids(10), raw[:10], num_threads=1)
+    # overlaps what is there and repeats itself: only the 30 new ids are taken, in order
+    part.add(ids(40)[5:] + [ids(40)[20]], np.vstack([raw[5:], raw[20:21]]), num_threads=1)
+    norms = np.linalg.norm(raw, axis=1, keepdims=True)
+    want = raw / np.where(norms > 0, norms, 1.0)
+    assert len(part) == 40
+    assert np.array_equal(part.vectors_of(ids(40)), want)
+
+
+def test_a_bad_row_in_a_later_chunk_adds_nothing(monkeypatch):
+    monkeypatch.setattr(index_mod, "_ADD_CHUNK", 4)
+    part, _, _ = built(10)
+    bad = unit(12, seed=22)
+    bad[11, 0] = np.nan
+    with pytest.raises(ValidationError):
+        part.add(ids(12, prefix="new"), bad, num_threads=1)
+    assert len(part) == 10 and "new_00000" not in part
+
+
+def test_a_rebuilt_or_loaded_partition_reads_its_vectors_from_its_file(tmp_path):
+    part, rids, _ = built(600, seed=23)
+    queries, allowed = unit(5, seed=24), set(rids[::9])
+    before = [(part.search(q, 8, plan="exact"), part.search(q, 8, allowed=allowed)) for q in queries]
+    idx = PartitionedIndex(tmp_path, MODEL, DIM)
+    idx.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 600))
+    assert not part._vectors.flags.writeable  # a read-only map of vectors.npy, not a copy in memory
+    assert [(part.search(q, 8, plan="exact"), part.search(q, 8, allowed=allowed)) for q in queries] == before
+    loaded = PartitionedIndex(tmp_path, MODEL, DIM).partition("acme")
+    assert not loaded._vectors.flags.writeable
+    assert [(loaded.search(q, 8, plan="exact"), loaded.search(q, 8, allowed=allowed)) for q in queries] == before
+    assert np.array_equal(loaded.vectors_of(rids[:50]), part.vectors_of(rids[:50]))
+
+
+def test_a_mapped_partition_keeps_serving_after_its_files_are_replaced(tmp_path):
+    part, _, _ = built(300, seed=25)
+    idx = PartitionedIndex(tmp_path, MODEL, DIM)
+    idx.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 300))
+    q = unit(1, seed=26)[0]
+    before = part.search(q, 8, plan="exact")
+    other, _, _ = built(5, seed=27)
+    idx.replace("acme", other, IndexTag(MODEL, DIM, {"facts": 2}, 5))  # deletes every file `part` came from
+    assert len(idx.files("acme")) == 4
+    assert part.search(q, 8, plan="exact") == before
+
+
+def test_adding_to_a_mapped_partition_moves_its_vectors_back_into_memory(tmp_path):
+    part, rids, vecs = built(200, seed=28)
+    PartitionedIndex(tmp_path, MODEL, DIM).replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 200))
+    loaded = PartitionedIndex(tmp_path, MODEL, DIM).partition("acme")
+    extra = unit(30, seed=29)
+    loaded.add(ids(30, prefix="late"), extra, num_threads=1)
+    assert loaded._vectors.flags.writeable and len(loaded) == 230
+    np.testing.assert_allclose(loaded.vectors_of([rids[0], "late_00029"]), [vecs[0], extra[29]], atol=1e-6)
+    assert loaded.search(extra[3], 1, plan="exact")[0][0] == "late_00003"
+    PartitionedIndex(tmp_path, MODEL, DIM).put("acme", loaded, IndexTag(MODEL, DIM, {"facts": 2}, 230))
+    assert loaded._vectors.flags.writeable  # `put` (a partition that keeps catching up) stays in memory
+
+
+def test_partitions_stay_in_memory_where_files_cannot_be_mapped(tmp_path, monkeypatch):
+    monkeypatch.setattr(mapped, "_mmap_calls", lambda: None)
+    part, _, _ = built(100, seed=30)
+    idx = PartitionedIndex(tmp_path, MODEL, DIM)
+    idx.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 100))
+    loaded = PartitionedIndex(tmp_path, MODEL, DIM).partition("acme")
+    assert part._vectors.flags.writeable and loaded._vectors.flags.writeable
+    q = unit(1, seed=31)[0]
+    assert loaded.search(q, 8, plan="exact") == part.search(q, 8, plan="exact")
