@@ -59,6 +59,8 @@ RRF_K = 60
 #: of the query id); the *test* half and the second batch are held out. See
 #: docs/design-notes.md, "Hybrid fusion".
 FUSION_ALPHA = 0.1
+#: Rows embedded and added to a partition at a time when building or catching up.
+EMBED_CHUNK = 4096
 #: Persist a caught-up partition once this many rows were added since its last save.
 SAVE_EVERY = 512
 #: Rebuild an org's BM25 model once rows newer than it exceed this share of it.
@@ -252,7 +254,7 @@ class Retriever:
                         new_texts.append(text)
             if new_ids:
                 started = time.perf_counter()
-                part.add(new_ids, self.embedder.embed(new_texts))
+                self._embed_into(part, new_ids, new_texts)
                 self.trace(f"index {org}: added {len(new_ids)} row(s) newer than the partition "
                            f"in {(time.perf_counter() - started) * 1000:.1f} ms")
                 state.unsaved += len(new_ids)
@@ -295,12 +297,20 @@ class Retriever:
                     texts += rows.column("search_text").to_pylist()
                 gone = set(drop.get(org, ()))
                 fresh = Partition.create(int(self.embedder.dim), capacity=max(1024, len(keep_ids)))
-                reuse = [i for i, rid in enumerate(keep_ids) if old is not None and rid in old and rid not in gone]
-                if reuse and old is not None:
-                    fresh.add([keep_ids[i] for i in reuse], old.vectors_of([keep_ids[i] for i in reuse]))
+                reuse = [keep_ids[i] for i, rid in enumerate(keep_ids)
+                         if old is not None and rid in old and rid not in gone]
+                for start in range(0, len(reuse), EMBED_CHUNK):
+                    chunk = reuse[start:start + EMBED_CHUNK]
+                    fresh.add(chunk, old.vectors_of(chunk))
+                # the old partition is not needed any more: its files stay until `replace`,
+                # so a failure below leaves the org readable, and its graph is not kept
+                # alive next to the new one's while the rest is embedded
+                old = None
+                self._orgs.pop(org, None)
+                self.index.evict(org)
                 missing = [i for i, rid in enumerate(keep_ids) if rid not in fresh]
                 if missing:
-                    fresh.add([keep_ids[i] for i in missing], self.embedder.embed([texts[i] for i in missing]))
+                    self._embed_into(fresh, [keep_ids[i] for i in missing], [texts[i] for i in missing])
                 versions = self._versions()
                 self.index.replace(org, fresh, IndexTag(self.embedder.name, int(self.embedder.dim), versions,
                                                         len(fresh)))
@@ -308,6 +318,11 @@ class Retriever:
                 self.trace(f"index {org}: rebuilt from the store ({len(fresh)} rows, {len(reuse)} vectors reused)")
                 done.append(org)
         return done
+
+    def _embed_into(self, part: Partition, ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Embed and add rows `EMBED_CHUNK` at a time: one big org never holds all its vectors twice."""
+        for start in range(0, len(ids), EMBED_CHUNK):
+            part.add(ids[start:start + EMBED_CHUNK], self.embedder.embed(texts[start:start + EMBED_CHUNK]))
 
     def known_orgs(self) -> list[str]:
         orgs = set(self.index.orgs())

@@ -172,6 +172,34 @@ def test_close_saves_caught_up_rows_so_the_next_open_embeds_only_the_query(tmp_p
     assert counting.texts == 1  # the query; no row embedded again
 
 
+def test_building_and_catching_up_embed_a_bounded_number_of_rows_at_a_time(tmp_path, clock, monkeypatch):
+    from memory_lakehouse import retrieve
+
+    whole = open_store(tmp_path / "whole", clock)
+    seed(whole, 20)
+    whole.rebuild_index()
+    monkeypatch.setattr(retrieve, "EMBED_CHUNK", 3)
+    calls: list[int] = []
+
+    class Recording(CountingEmbedder):
+        def embed(self, texts):
+            calls.append(len(texts))
+            return super().embed(texts)
+
+    chunked = ml.open(tmp_path / "chunked", clock=clock, embedder=Recording())
+    seed(chunked, 20)
+    chunked.rebuild_index()
+    clock.advance(hours=1)
+    for store in (whole, chunked):
+        store.write_many([fact(f"customer:late{i}", "plan", f"late plan {i}", day(2), scope=TIER2)
+                          for i in range(7)], by=STEWARD)
+    def scored(store):  # record ids (the tie-break) differ between the stores: compare scores
+        return {h.record.subject: round(h.score, 6) for h in store.recall("late plan seats", by=MEMBER, k=30)}
+
+    assert scored(chunked) == scored(whole)
+    assert max(calls) == 3 and sum(calls) >= 27  # 20 rows built, 7 caught up, 3 at a time (+ queries)
+
+
 def test_close_is_idempotent_and_a_closed_store_refuses_reads(hstore):
     seed(hstore)
     hstore.close()
