@@ -2,13 +2,16 @@
 
 One workload of facts over 20 orgs (DESIGN.md § Performance budget): batched ingest,
 single writes, exact-slot reads and recall at now and at a past basis, at 10k and 100k
-records, and peak RSS. Figures are printed, never asserted: the machines are shared.
+records, and peak RSS (with ``--recall``, also of serving the built store from a fresh
+process). Figures are printed, never asserted: the machines are shared.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import multiprocessing
 import os
 import random
 import resource
@@ -61,6 +64,22 @@ def _time(fn: Callable[[], Any], n: int) -> dict[str, float]:
 
 def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def own_peak_rss_mb() -> float:
+    """This process image's peak RSS: ``VmHWM`` where /proc has it, else `peak_rss_mb`.
+
+    In a child process ``ru_maxrss`` is no measure: Linux carries the parent's peak across
+    fork and exec into it (a child of a 1 GB process reports at least 1 GB).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return peak_rss_mb()
 
 
 def ingest(store, n: int, *, start: int = 0, batch: int = 1000, clock: Optional["_ManualClock"] = None) -> float:
@@ -180,10 +199,10 @@ def recall_figures(store, records: int, *, clock: _ManualClock, rounds: int = 20
     import numpy as np
 
     org = "org03"
-    broad = Principal("reader", Scope(org, "support", "team3"), role="member")  # org03's rows are all in team3
-    narrow = Principal("seller", Scope(org, "sales", "deals", "seller"), role="member")  # only the 1% slice
+    broad, narrow = _readers(org)
     steward = Principal("bench-steward", Scope(org), role="steward")
     out: dict[str, Any] = {"records": records, "embedder": store.retriever.embedder.name, "k": k}
+    peaks = out["peak_rss_mb_after"] = {}  # where the process's peak was reached
 
     half = records // 2
     rates = [ingest(store, half)]
@@ -199,20 +218,19 @@ def recall_figures(store, records: int, *, clock: _ManualClock, rounds: int = 20
     clock.now += timedelta(days=1)
     out["ingest_rps"] = rates
     out["selective_slice"] = {"rows": len(slice_), "org_rows": per_org + len(slice_)}
+    out["midpoint"] = past.isoformat()
+    peaks["ingest"] = peak_rss_mb()
 
     started = time.perf_counter()
     orgs = store.rebuild_index()
     seconds = time.perf_counter() - started
+    peaks["index_build"] = peak_rss_mb()
     indexed = sum(len(store.retriever.index.partition(o) or ()) for o in orgs)
     out["index_build"] = {"partitions": len(orgs), "rows": indexed, "seconds": round(seconds, 1),
                           "rows_per_s": round(indexed / seconds, 1)}
 
     rng = random.Random(11)
-    queries: list[str] = []
-    while len(queries) < rounds:
-        q = " ".join(rng.sample(WORDS, 3))
-        if q not in queries:
-            queries.append(q)
+    queries = _queries(rng, rounds)
     retriever = store.retriever
     qi = iter(queries)
     out["query_embedding"] = _time(lambda: retriever.embed_query(next(qi)), rounds)  # cold: each query once
@@ -232,6 +250,7 @@ def recall_figures(store, records: int, *, clock: _ManualClock, rounds: int = 20
     out["recall_as_of_midpoint"] = timed(broad, as_of=past)
     out["recall_selective_1pct"] = timed(narrow)
     out["recall_one_subject"] = timed(broad, subject=f"user:{(3 + 20 * 7) // 4}")  # a subject with a row in org03
+    peaks["recall"] = peak_rss_mb()
 
     parts = {o: store.retriever.index.partition(o) for o in orgs}
     largest_org, largest = max(parts.items(), key=lambda p: len(p[1] or ()))
@@ -261,6 +280,63 @@ def recall_figures(store, records: int, *, clock: _ManualClock, rounds: int = 20
     return out
 
 
+def _readers(org: str) -> tuple[Principal, Principal]:
+    """The recall bench's readers: one who sees all of the org's facts, one who sees its 1% slice."""
+    team = f"team{ORGS.index(org) % 5}"  # all of an org's facts sit in one team, or above it (scope_for)
+    broad = Principal("reader", Scope(org, "support", team), role="member")
+    narrow = Principal("seller", Scope(org, "sales", "deals", "seller"), role="member")  # only the 1% slice
+    return broad, narrow
+
+
+def _queries(rng: random.Random, n: int) -> list[str]:
+    queries: list[str] = []
+    while len(queries) < n:
+        q = " ".join(rng.sample(WORDS, 3))
+        if q not in queries:
+            queries.append(q)
+    return queries
+
+
+def serving_figures(root: str, *, now: datetime, midpoint: datetime, embedder: str = "default",
+                    rounds: int = 200, k: int = 8) -> dict[str, Any]:
+    """Serve recall from the store `recall_figures` built, and report this process's peak RSS.
+
+    Meant for a fresh process (`in_fresh_process`): its peak is then what serving costs —
+    the store opened, the model loaded, the partition the reads use loaded from disk —
+    without the ingest and the index build. Runs the recall bench's reads (now, as of the
+    midpoint, the 1% reader; each query embedded on first use), then one recall in every
+    org, which loads the whole index: ``peak_rss_all_orgs_mb``.
+    """
+    from .embed import HashingEmbedder
+    from .store import open as open_store
+
+    store = open_store(root, clock=_ManualClock(now),
+                       embedder=HashingEmbedder(dim=384) if embedder == "hashing" else None)
+    broad, narrow = _readers("org03")
+    queries = _queries(random.Random(11), rounds)
+    out: dict[str, Any] = {}
+    for name, kw in (("recall_now", {"by": broad}), ("recall_as_of_midpoint", {"by": broad, "as_of": midpoint}),
+                     ("recall_selective_1pct", {"by": narrow})):
+        out[name] = _time(lambda it=iter(queries), kw=kw: store.recall(next(it), kinds=["fact"], k=k, **kw), rounds)
+    out["recall_now"]["note"] = "includes embedding each query (once)"
+    out["peak_rss_mb"] = own_peak_rss_mb()
+    for org in ORGS:
+        store.recall(queries[0], by=_readers(org)[0], kinds=["fact"], k=k)
+    out["peak_rss_all_orgs_mb"] = own_peak_rss_mb()
+    store.close()
+    return out
+
+
+def in_fresh_process(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a new interpreter (spawned: deltalake panics after a fork).
+
+    *fn* must be importable by name, and the calling script must guard its entry point
+    with ``if __name__ == "__main__"``: the new interpreter imports it again.
+    """
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args, **kwargs).result()
+
+
 def run(records: int = 100_000, *, quick: bool = False, root: Optional[str] = None, recall: bool = False,
         embedder: str = "default") -> dict[str, Any]:
     from .store import open as open_store
@@ -273,7 +349,15 @@ def run(records: int = 100_000, *, quick: bool = False, root: Optional[str] = No
         clock = _ManualClock(T0 + timedelta(days=400))
         store = open_store(root, clock=clock, embedder=HashingEmbedder(dim=384) if embedder == "hashing" else None)
         figures = recall_figures(store, records, clock=clock, rounds=2 * rounds)
-        return {"records": records, "store": root, "recall": figures, "peak_rss_mb": peak_rss_mb()}
+        store.close()
+        out = {"records": records, "store": root, "recall": figures, "peak_rss_mb": peak_rss_mb()}
+        serving = in_fresh_process(serving_figures, root, now=clock.now,
+                                   midpoint=datetime.fromisoformat(figures["midpoint"]), embedder=embedder,
+                                   rounds=2 * rounds)
+        out["peak_rss_serving_mb"] = serving["peak_rss_mb"]
+        out["peak_rss_serving_all_orgs_mb"] = serving["peak_rss_all_orgs_mb"]
+        out["serving"] = serving
+        return out
     clock = _ManualClock(T0)
     store = open_store(root, clock=clock, embedder=HashingEmbedder(dim=384) if embedder == "hashing" else None)
     out: dict[str, Any] = {"records": records, "store": root, "embedder": store.retriever.embedder.name}
@@ -300,7 +384,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--store", help="where to build the store (default: a temp dir)")
     parser.add_argument("--recall", action="store_true",
                         help="recall figures only: index build, recall p50/p99 without embedding, as-of, "
-                             "a 1%% visible set, catching up 1,000 rows")
+                             "a 1%% visible set, catching up 1,000 rows; then peak RSS of serving the built "
+                             "store from a fresh process")
     parser.add_argument("--embedder", choices=("default", "hashing"), default="default",
                         help="with --recall: the default model, or feature hashing for a quick run")
     args = parser.parse_args(argv)
