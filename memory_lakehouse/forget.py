@@ -34,7 +34,6 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from .errors import ValidationError
-from .lake import ObjectStore
 from .query import Forgotten
 from .records import TS
 from .scope import Scope
@@ -93,17 +92,16 @@ class Ledger:
         except TableNotFoundError:
             self._dt = DeltaTable.create(uri, schema=LEDGER_SCHEMA, mode="ignore",
                                          configuration=LEDGER_CONFIG, storage_options=self.storage_options)
-        self._log = ObjectStore(uri, storage_options)
         self._version = -1
         self._entries: list[dict] = []
         self.refresh()
 
     def refresh(self) -> bool:
         with self._lock:
-            # whether anything was appended: one stat() or HEAD of the next commit file,
-            # not the LIST of the log that asking Delta costs on an object store
-            if self._version >= 0 and not self._log.exists(f"_delta_log/{self._version + 1:020d}.json"):
-                return False
+            if self._version >= 0 and "://" not in self.uri:
+                # local ledger: one stat() tells whether anything was appended
+                if not (Path(self.uri) / "_delta_log" / f"{self._version + 1:020d}.json").exists():
+                    return False
             try:
                 self._dt.update_incremental()
             except Exception:

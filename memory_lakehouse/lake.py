@@ -219,12 +219,6 @@ class ObjectStore:
         with self.fs.open_input_stream(rel) as fh:
             return fh.read()
 
-    def exists(self, rel: str) -> bool:
-        """Whether an object is at *rel*: a stat() locally, one HEAD request on an object store."""
-        if self.is_local:
-            return os.path.exists(os.path.join(self.root, rel))
-        return self.fs.get_file_info(rel).type != pafs.FileType.NotFound
-
     def delete(self, rel: str) -> None:
         """Delete the object at *rel* (no error if it is already gone)."""
         if self.is_local:
@@ -343,18 +337,9 @@ class Lake:
     # ------------------------------------------------------------------ reads
 
     def _latest_version_hint(self, table: str) -> Optional[int]:
-        """Cheap probe for a newer commit; None when there is one that only Delta can read.
-
-        Local: stat() the next commit files and return the latest version found. Object
-        store: one HEAD of the next commit file (a commit is that file's conditional
-        put, so its absence means nothing newer) instead of the LIST of the whole log
-        that asking Delta costs; when it exists, None: the caller reloads through Delta.
-        """
+        """Cheap probe for a newer commit: one stat() on a local store, else None (ask Delta)."""
         if not self.is_local:
-            v = self.views[table].version
-            if v < 0 or self.views[table].rows is None:
-                return None
-            return None if self.objects.exists(f"{table}/_delta_log/{v + 1:020d}.json") else v
+            return None
         v = self.views[table].version
         log = self._log_dirs.get(table) or self._log_dirs.setdefault(table, os.path.join(self.uri(table), "_delta_log"))
         while os.path.exists(f"{log}/{v + 1:020d}.json"):

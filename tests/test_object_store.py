@@ -284,27 +284,6 @@ def test_a_second_handle_and_a_second_process_share_the_store(s3):
     assert store.lake.handle("fact").version() == 2 + 2 * writes
 
 
-def test_a_read_with_nothing_new_asks_for_one_file_not_the_whole_log(s3, monkeypatch):
-    """A read probes each table's next commit file (one HEAD) instead of listing its log."""
-    import deltalake
-
-    uri = s3.uri("probe")
-    store, other = open_s3(s3, uri), open_s3(s3, uri)
-    store.write(fact("user:1", "plan", "starter", day(0)), by=CURATOR)
-    assert store.get_fact("user:1", "plan", by=MEMBER).value == "starter"
-    listings: list[str] = []
-    real = deltalake.DeltaTable.update_incremental
-    monkeypatch.setattr(deltalake.DeltaTable, "update_incremental",
-                        lambda dt, *a, **kw: (listings.append(dt.table_uri), real(dt, *a, **kw))[1])
-    for _ in range(5):
-        assert store.get_fact("user:1", "plan", by=MEMBER).value == "starter"
-        store.recall("plan", by=MEMBER)
-    assert listings == []
-    other.write(fact("user:1", "plan", "pro", day(1)), by=CURATOR)
-    assert store.get_fact("user:1", "plan", by=MEMBER).value == "pro"  # the probe found the new commit
-    assert listings  # ...and Delta read it
-
-
 def test_forget_and_purge_on_s3_leave_no_object_holding_the_subject(s3, tmp_path):
     clock = SimClock(day(1))
     uri, ledger_uri = s3.uri("forget"), s3.uri("ledger")  # the ledger lives on the object store, apart
