@@ -155,7 +155,9 @@ def cmd_replay(args: argparse.Namespace) -> None:
 def cmd_bench(args: argparse.Namespace) -> None:
     from .bench import main as bench_main
 
-    bench_main(["--records", str(args.records)] + (["--quick"] if args.quick else []))
+    bench_main(["--records", str(args.records), "--embedder", args.embedder]
+               + (["--quick"] if args.quick else []) + (["--recall"] if args.recall else [])
+               + (["--store", args.store] if args.store else []))
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
@@ -222,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_replay)
     p = sub.add_parser("bench", help="benchmark: prints JSON figures")
     p.add_argument("--records", type=int, default=100_000); p.add_argument("--quick", action="store_true")
+    p.add_argument("--recall", action="store_true", help="recall figures: index build, latency vs floor, RSS")
+    p.add_argument("--embedder", choices=("default", "hashing"), default="default")
+    p.add_argument("--store", help="where to build the bench store (default: a temp dir)")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("eval", help="run an eval suite (retrieval: hit@1 / hit@5 / MRR per ranker)")
     p.add_argument("suite", choices=["retrieval"]); p.add_argument("rest", nargs=argparse.REMAINDER)

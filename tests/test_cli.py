@@ -96,3 +96,12 @@ def test_replay_reports_the_leakage_rate(store, capsys, tmp_path):
     assert code == 0 and json.loads(out)["leakage_rate"] == 0.0
     code, out, _ = run(capsys, "replay", "--file", str(src), "--store", store, *AS_ALICE, "--naive", "--json")
     assert json.loads(out)["leakage_rate"] == 1.0
+
+
+@pytest.mark.integration
+def test_bench_takes_the_recall_figures_flags_and_prints_json(tmp_path, capsys):
+    code, out, _ = run(capsys, "bench", "--records", "300", "--recall", "--embedder", "hashing", "--quick",
+                       "--store", str(tmp_path / "bench"))
+    figures = json.loads(out)
+    assert code == 0 and figures["store"] == str(tmp_path / "bench")
+    assert figures["recall"]["recall_now"]["p50_ms"] > 0 and figures["peak_rss_serving_mb"] > 0
