@@ -307,11 +307,9 @@ def serving_figures(root: str, *, now: datetime, midpoint: datetime, embedder: s
     midpoint, the 1% reader; each query embedded on first use), then one recall in every
     org, which loads the whole index: ``peak_rss_all_orgs_mb``.
     """
-    from .embed import HashingEmbedder
     from .store import open as open_store
 
-    store = open_store(root, clock=_ManualClock(now),
-                       embedder=HashingEmbedder(dim=384) if embedder == "hashing" else None)
+    store = open_store(root, clock=_ManualClock(now), embedder=_embedder(embedder))
     broad, narrow = _readers("org03")
     queries = _queries(random.Random(11), rounds)
     out: dict[str, Any] = {}
@@ -325,6 +323,13 @@ def serving_figures(root: str, *, now: datetime, midpoint: datetime, embedder: s
     out["peak_rss_all_orgs_mb"] = own_peak_rss_mb()
     store.close()
     return out
+
+
+def _embedder(name: str) -> Any:
+    """The bench's embedder by name: "hashing" (no model), else the store's default."""
+    from .embed import HashingEmbedder
+
+    return HashingEmbedder(dim=384) if name == "hashing" else None
 
 
 def in_fresh_process(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -343,11 +348,9 @@ def run(records: int = 100_000, *, quick: bool = False, root: Optional[str] = No
 
     root = root or tempfile.mkdtemp(prefix="memlake-bench-")
     rounds = 20 if quick else 100
-    from .embed import HashingEmbedder
-
     if recall:  # the recall figures alone, on a store of their own
         clock = _ManualClock(T0 + timedelta(days=400))
-        store = open_store(root, clock=clock, embedder=HashingEmbedder(dim=384) if embedder == "hashing" else None)
+        store = open_store(root, clock=clock, embedder=_embedder(embedder))
         figures = recall_figures(store, records, clock=clock, rounds=2 * rounds)
         store.close()
         out = {"records": records, "store": root, "recall": figures, "peak_rss_mb": peak_rss_mb()}
@@ -359,7 +362,7 @@ def run(records: int = 100_000, *, quick: bool = False, root: Optional[str] = No
         out["serving"] = serving
         return out
     clock = _ManualClock(T0)
-    store = open_store(root, clock=clock, embedder=HashingEmbedder(dim=384) if embedder == "hashing" else None)
+    store = open_store(root, clock=clock, embedder=_embedder(embedder))
     out: dict[str, Any] = {"records": records, "store": root, "embedder": store.retriever.embedder.name}
     alice = Principal("alice", Scope("org00", "support", "tier2", "alice"), role="member")
     writes = [Fact(f"single:{i}", "plan", f"value {i}", T0, source="bench@v1") for i in range(rounds)]

@@ -127,10 +127,11 @@ def lexical_coverage(query: str, text: str, bm25: Bm25) -> float:
     The lexical half of hybrid fusion. Unlike a BM25 score it has a fixed scale — 1 when
     every query word occurs, whatever the query — so it can be added to a cosine without
     normalising by the query's best hit, and a hit matching only words half the rows hold
-    ("customer") counts for nothing next to one matching a rare order id (`Bm25.idf`). Query words no
-    row holds count as unmatched (as rare as can be), so a query mostly made of words
-    the store never saw trusts its few matches less. Term frequency and length are left
-    out: memories are short, a word rarely occurs twice in one.
+    ("customer") counts for nothing next to one matching a rare order id (`Bm25.idf`).
+    Query words no row holds count as unmatched (as rare as can be), so a query mostly
+    made of words the store never saw trusts its few matches less. Term frequency and
+    length are left out: memories are short, a word rarely occurs twice in one. One
+    text's coverage is `Bm25.coverage` over that text alone, weighed by *bm25*'s IDF.
 
     >>> corpus = Bm25(["order:NW-88213 status: delivered", "order:NW-1 status: lost", "order:NW-2 status: lost"])
     >>> lexical_coverage("order NW-88213", "order:NW-88213 status: delivered", corpus)
@@ -138,10 +139,4 @@ def lexical_coverage(query: str, text: str, bm25: Bm25) -> float:
     >>> lexical_coverage("order NW-88213", "order:NW-1 status: lost", corpus)  # "order", "nw": in every row
     0.0
     """
-    words = list(dict.fromkeys(tokenize([query])[0]))
-    if not words:
-        return 0.0
-    matched = set(tokenize([text])[0])
-    idf = bm25.idf(words)
-    total = sum(idf)
-    return sum(w for t, w in zip(words, idf) if t in matched) / total if total > 0 else 0.0
+    return float(Bm25([text]).coverage(query, idf_from=bm25)[0])
