@@ -239,7 +239,7 @@ def test_a_preference_ttl_of_30d_is_thirty_days(template, tmp_path, monkeypatch,
 
 
 def test_an_unexpected_error_is_not_swallowed_as_one_line(monkeypatch, tmp_path):
-    import memory_lakehouse.cli as cli
+    import memory_lakehouse.cli.app as cli
 
     def boom(args: object) -> None:
         raise TypeError("a bug")
