@@ -67,6 +67,7 @@ class Metric:
     unit: str = "rate"  # rate (0..1, plotted) | count | score (0..1, plotted)
     data: str = ""
     note: str = ""
+    short: str = ""  # the plot's label
 
     @property
     def passed(self) -> bool | None:
@@ -77,7 +78,7 @@ class Metric:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "ours": self.ours, "naive": self.naive, "unit": self.unit,
                 "gates": [str(g) for g in self.gates], "passed": self.passed, "data": self.data,
-                "note": self.note}
+                "note": self.note, "short": self.short}
 
 
 @dataclass

@@ -66,7 +66,7 @@ def plot(scorecard: dict[str, Any], path: Path) -> bool:
             if m["unit"] in ("rate", "score") and m["ours"] is not None and m["naive"] is not None]
     if not rows:
         return False
-    labels = [f"{name}: " + textwrap.shorten(m["name"], 58, placeholder="…") for name, m in rows]
+    labels = [f"{name}: " + (m.get("short") or textwrap.shorten(m["name"], 40, placeholder="…")) for name, m in rows]
     height = 0.38
     fig, ax = plt.subplots(figsize=(10, 0.55 * len(rows) + 1.4))
     ys = list(range(len(rows)))
