@@ -36,8 +36,8 @@ demo: $(VENV)/.agent-installed
 	done
 	@echo; echo "### agent_loop.demo"
 	$(PY) -m agent_loop.demo --store $(STORE)/agent
-	@echo; echo "### memlake eval all --quick (scorecard in $(STORE)/eval)"
-	$(PY) -m memory_lakehouse.cli eval all --quick --out $(STORE)/eval
+	@echo; echo "### memlake eval all --quick (scorecard in $(STORE)/eval; a failed gate is reported, not fatal here)"
+	-$(PY) -m memory_lakehouse.cli eval all --quick --out $(STORE)/eval
 
 test: $(VENV)/.dev-installed
 	$(PY) -m pytest -q

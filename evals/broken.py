@@ -120,7 +120,8 @@ class SkipsTombstones(_Proxy):
 
 class WidensScope(_Proxy):
     def _principals(self, by: ml.Principal) -> list[ml.Principal]:
-        scopes = {by.scope} | {(scope or who.scope) for _, _, who, scope in self._written}
+        scopes = {by.scope} | {(scope or who.scope) for _, _, who, scope in self._written
+                               if (scope or who.scope).org == by.scope.org}
         return [by] + [ml.Principal(by.id, s, role=by.role) for s in sorted(scopes, key=str) if s != by.scope]
 
     def recall(self, query: str, **kwargs: Any) -> Any:

@@ -188,6 +188,12 @@ class Context:
         self._opened.append(store)
         return self.wrap(store)
 
+    def reopen(self, path: Path, clock: Callable[[], datetime], **kwargs: Any) -> Any:
+        """Open an existing store again (a restored backup, a second process), through ``wrap``."""
+        store = ml.open(str(path), clock=clock, embedder=self.embedder, create=False, **kwargs)
+        self._opened.append(store)
+        return self.wrap(store)
+
     def naive(self) -> NaiveMemory:
         return NaiveMemory(self.embedder)
 

@@ -47,6 +47,10 @@ def markdown(scorecard: dict[str, Any]) -> str:
             lines.append(f"| {ev['name']} | {m['name']} | {fmt(m['ours'], m['unit'])} | "
                          f"{fmt(m['naive'], m['unit'])} | {', '.join(m['gates'])} | {mark} | {m['data']} | "
                          f"{scorecard['commit']} |")
+    footnotes = [f"- {ev['name']}, {m['name']}: {m['note']}" for ev in scorecard["evals"] for m in ev["metrics"]
+                 if m.get("note")]
+    if footnotes:
+        lines += ["", "Notes:", "", *footnotes]
     notes = [(ev["name"], ev["details"]["effect"]) for ev in scorecard["evals"] if "effect" in ev.get("details", {})]
     for name, effect in notes:
         lines += ["", f"{name}: {effect}."]

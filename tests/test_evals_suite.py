@@ -21,16 +21,18 @@ sys.path.insert(0, str(ROOT))  # evals/ is a top-level package of the repository
 from evals import broken, core, scorecard, suite  # noqa: E402
 
 TEST_SEEDS = {name: 7 + n for n, name in enumerate(core.SEEDS)}
-SMALL = {"temporal.customers": 4, "temporal.tickets": 4}
+SMALL = {"temporal.customers": 4, "temporal.tickets": 4, "knowledge_update.users": 8, "provenance.incidents": 12,
+         "forgetting.forgotten": 2, "forgetting.kept": 2, "scope.accounts": 2, "scope.customers": 6,
+         "scope.questions": 30}
 
 
-def ctx(tmp_path: Path, wrap=core.identity) -> core.Context:
+def ctx(tmp_path: Path, wrap=core.identity, **sizes: int) -> core.Context:
     return core.Context(quick=True, embedder=ml.HashingEmbedder(dim=128), wrap=wrap, workdir=tmp_path,
-                        seeds=dict(TEST_SEEDS), sizes=dict(SMALL))
+                        seeds=dict(TEST_SEEDS), sizes={**SMALL, **sizes})
 
 
-def run(name: str, tmp_path: Path, wrap=core.identity) -> core.EvalResult:
-    c = ctx(tmp_path, wrap)
+def run(name: str, tmp_path: Path, wrap=core.identity, **sizes: int) -> core.EvalResult:
+    c = ctx(tmp_path, wrap, **{k.replace("__", "."): v for k, v in sizes.items()})
     try:
         return suite.runner(name)(c)
     finally:
@@ -67,6 +69,63 @@ def test_temporal_fails_on_a_store_that_ignores_as_of(tmp_path):
     result = run("temporal", tmp_path, broken.IgnoresAsOf)
     assert not result.passed
     assert metric(result, "leakage rate").passed is False
+
+
+# ---------------------------------------------------------------- knowledge update, provenance, scope
+
+def test_knowledge_update_serves_no_stale_value_while_naive_memory_does(tmp_path):
+    result = run("knowledge_update", tmp_path)
+    assert result.passed, result.failures()
+    stale = metric(result, "stale-serve rate")
+    assert stale.ours == 0 and stale.naive is not None and stale.naive > 0
+
+
+def test_knowledge_update_fails_on_a_store_that_serves_every_version(tmp_path):
+    result = run("knowledge_update", tmp_path, broken.ServesEveryVersion)
+    assert metric(result, "stale-serve rate").passed is False
+    assert metric(result, "stale items").passed is False
+
+
+def test_provenance_is_complete_here_and_the_naive_memory_serves_items_without_evidence(tmp_path):
+    result = run("provenance", tmp_path)
+    assert result.passed, result.failures()
+    share = metric(result, "served items carrying")
+    assert share.ours == 1 and share.naive is not None and share.naive < 1
+
+
+def test_provenance_fails_on_a_store_that_drops_provenance(tmp_path):
+    result = run("provenance", tmp_path, broken.DropsProvenance)
+    assert metric(result, "served items carrying").passed is False
+
+
+def test_scope_isolation_serves_no_cross_scope_item_while_naive_memory_does(tmp_path):
+    result = run("scope", tmp_path)
+    assert result.passed, result.failures()
+    cross = metric(result, "cross-scope items served (count)")
+    assert cross.ours == 0 and cross.naive is not None and cross.naive > 0
+
+
+def test_scope_isolation_fails_on_a_store_that_widens_scope(tmp_path):
+    result = run("scope", tmp_path, broken.WidensScope, scope__questions=12)
+    assert metric(result, "cross-scope items served (count)").passed is False
+
+
+# ---------------------------------------------------------------- forgetting
+
+def test_forgetting_serves_nothing_and_leaves_no_byte_after_purge(tmp_path):
+    result = run("forgetting", tmp_path)
+    for prefix in ("items of forgotten customers served", "canary occurrences a byte scan finds",
+                   "canary occurrences after the restored", "customers not forgotten"):
+        assert metric(result, prefix).passed, result.failures()
+    attempts = result.details["attempts"]
+    assert attempts["stale worker"] == 0 and attempts["backup restore"] == 0, attempts
+    assert all(n == result.details["forgotten"] for n in result.details["naive_attempts"].values())
+
+
+def test_forgetting_fails_on_a_store_that_skips_the_tombstone_check(tmp_path):
+    result = run("forgetting", tmp_path, broken.SkipsTombstones)
+    assert metric(result, "items of forgotten customers served").passed is False
+    assert metric(result, "canary occurrences a byte scan finds").passed is False
 
 
 # ---------------------------------------------------------------- the scorecard and the runner
