@@ -174,3 +174,48 @@ class _nothing:
 def test_the_commit_label_is_a_revision_or_unknown(tmp_path):
     assert core.commit_label(tmp_path) == "unknown"
     assert core.commit_label() != ""
+
+
+# ---------------------------------------------------------------- policy, contradiction, skew, abstention
+
+def test_policy_resolution_is_exact_on_every_kind_of_order(tmp_path):
+    result = run("policy", tmp_path, policy__orders=30)
+    assert result.passed, result.failures()
+    assert result.details["per_category"]["ties escalated"]["n"] > 0
+
+
+def test_policy_fails_on_a_store_that_ignores_known_at(tmp_path):
+    result = run("policy", tmp_path, broken.IgnoresAsOf, policy__orders=30)
+    assert metric(result, "accuracy: late arrival, asked as known then").passed is False
+
+
+def test_contradiction_serves_no_disagreeing_items_while_naive_memory_does(tmp_path):
+    result = run("contradiction", tmp_path, contradiction__accounts=6)
+    assert result.passed, result.failures()
+    assert metric(result, "questions whose served items disagree").naive > 0
+
+
+def test_contradiction_fails_on_a_store_that_serves_every_version(tmp_path):
+    result = run("contradiction", tmp_path, broken.ServesEveryVersion, contradiction__accounts=6)
+    assert metric(result, "questions whose served items disagree").passed is False
+
+
+def test_skew_replay_sees_nothing_of_a_later_backfill_while_naive_memory_does(tmp_path):
+    result = run("skew", tmp_path, skew__customers=6)
+    assert result.passed, result.failures()
+
+
+def test_skew_fails_on_a_store_that_ignores_as_of(tmp_path):
+    result = run("skew", tmp_path, broken.IgnoresAsOf, skew__customers=6)
+    assert metric(result, "share of replay-served items from backfill").passed is False
+
+
+def test_abstention_beats_the_naive_memory(tmp_path):
+    result = run("abstention", tmp_path, abstention__members=12, abstention__lme=12)
+    assert result.passed, result.failures()
+
+
+@pytest.mark.parametrize("wrap", [broken.IgnoresAsOf, broken.SkipsTombstones, broken.WidensScope])
+def test_abstention_fails_on_a_store_that_serves_what_is_out_of_reach(tmp_path, wrap):
+    result = run("abstention", tmp_path, wrap, abstention__members=12, abstention__lme=12)
+    assert not result.passed
