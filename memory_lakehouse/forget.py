@@ -304,7 +304,7 @@ def purge_targets(vis, *, now: datetime, grace, expired: bool = True) -> dict[st
         for kind in SPECS:
             table = vis._register(kind)
             expiring = "status <> 'retracted' AND expires_at IS NOT NULL AND expires_at <= $cutoff"
-            if not expired or kind not in ("note", "preference", "episode"):
+            if not expired or kind not in ("note", "preference", "episode", "turn", "summary"):
                 expiring = "FALSE"
             out[kind] = vis.execute(
                 f"SELECT _row, record_id, org, hidden, ({expiring}) AS expired FROM {table} "
