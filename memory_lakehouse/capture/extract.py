@@ -77,7 +77,7 @@ TRACE = [re.compile(p, _I) for p in (
 GREETING = re.compile(
     r"^(hi|hey|hello|yo|hiya|good (morning|afternoon|evening)|thanks|thank you|thx|ty|cheers|ok(ay)?|cool|great|"
     r"nice|awesome|sure|got it|sounds good|lol|haha|hmm+|bye|see you|talk soon|take care|no worries|np|you're welcome|"
-    r"how are you|how's it going|what's up)\b[\s\w,!.']{0,20}$", _I)
+    r"how are you|how's it going|what's up)\b[\s,!.]*", _I)
 SPECULATION = re.compile(
     r"\b(maybe|perhaps|possibly|probably|might|could it be|could be|i think|i guess|i suspect|not sure|i wonder|"
     r"my guess|seems like|wondering if|hypothes[ie]s)\b", _I)
@@ -119,11 +119,15 @@ def classify(sentence: str) -> Verdict:
     line = sentence.strip()
     if not line:
         return Verdict(False, "other")
-    if _REDACTOR.redact(line)[1]:
+    if "[REDACTED:" in line or _REDACTOR.redact(line)[1]:  # stored turns come back already redacted
         return Verdict(False, "secret")
     if any(p.search(line) for p in TRACE):
         return Verdict(False, "trace")
-    if GREETING.match(line) or len(re.findall(r"\w+", line)) < 3:
+    lead = GREETING.match(line)
+    if lead:  # "Thanks, I moved to Austin" keeps what follows the greeting; "Thanks so much!" keeps nothing
+        rest = classify(line[lead.end():]) if line[lead.end():].strip() else Verdict(False, "other")
+        return rest if rest.rule != "other" else Verdict(False, "greeting")
+    if len(re.findall(r"\w+", line)) < 3:
         return Verdict(False, "greeting")
     if SPECULATION.search(line) or line.endswith("?"):
         return Verdict(False, "speculation")
@@ -184,6 +188,7 @@ def to_record(verdict: Verdict, turn: Turn, subject: str, extractor: str) -> Env
     assert turn.record_id is not None
     common = dict(source=f"extractor:{extractor}", derived_from=(turn.record_id,),
                   evidence=f"{turn.session_id}#{turn.position}",
+                  reason=f"stated in session {turn.session_id}, turn {turn.position}",
                   authority="customer_claim" if turn.role == "user" else "model_guess")
     if verdict.attribute and verdict.value:
         if verdict.rule == "preference":
