@@ -153,12 +153,6 @@ def cmd_replay(args: argparse.Namespace) -> None:
                    f"leakage rate {rep.leakage_rate:.1%}"])
 
 
-def cmd_load(args: argparse.Namespace) -> None:
-    store = _open(args, create=True)
-    report = store.load(args.path, format=args.format, by=_principal(args))
-    _emit(args, report.to_dict(), lambda: [report.summary()])
-
-
 def cmd_bench(args: argparse.Namespace) -> None:
     from ..bench import main as bench_main
 
@@ -227,9 +221,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="replay decisions (JSON lines: decision_id, decided_at, subject, query)")
     _common(p); p.add_argument("--file", default="-"); p.add_argument("--naive", action="store_true")
     p.set_defaults(fn=cmd_replay)
-    p = sub.add_parser("load", help="load LongMemEval or LoCoMo JSON as turns, each session at its date")
-    _common(p); p.add_argument("path", nargs="+", help="JSON file(s) or a directory of them")
-    p.add_argument("--format", required=True, choices=("longmemeval", "locomo")); p.set_defaults(fn=cmd_load)
     p = sub.add_parser("bench", help="benchmark: prints JSON figures")
     p.add_argument("--records", type=int, default=100_000); p.add_argument("--quick", action="store_true")
     p.add_argument("--recall", action="store_true", help="recall figures: index build, latency vs floor, RSS")
@@ -247,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Modules of this package that add commands: each has ``register(sub)``, called with the subparsers.
-COMMAND_GROUPS: tuple[str, ...] = ()
+COMMAND_GROUPS: tuple[str, ...] = ("conversation",)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
