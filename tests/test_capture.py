@@ -57,6 +57,7 @@ TRANSCRIPT = [  # (line, kept?, the rule that decides)
     ("max_connections is set to 200 in prod", True, "configuration"),
     ("I live in Seattle", True, "fact"),
     ("I'm on the Free Starter plan", True, "fact"),
+    ("I just upgraded to Enterprise Pro!", True, "fact"),
     ("Actually, I moved to Austin", True, "correction"),
     ("We need to ship the billing migration by Friday", True, "goal"),
 ]

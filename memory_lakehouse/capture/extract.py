@@ -137,8 +137,9 @@ def classify(sentence: str) -> Verdict:
         if inner.keep and inner.attribute:
             return Verdict(True, "correction", inner.attribute, inner.value)
         return Verdict(True, "correction", text=_clean(line))
+    core = line.rstrip(" .!")
     for pattern, attribute in FACT_PATTERNS:
-        m = pattern.search(line)
+        m = pattern.search(core)
         if m:
             return Verdict(True, "fact", attribute, _clean(m.group(1)))
     m = PREFERRED.search(line)
