@@ -170,6 +170,9 @@ class RuleExtractor:
     """The default extractor: seed 001's boundaries as rules, no model (see the module docstring)."""
 
     name = "rules@1"
+    #: The rules, for extractors that build on them (a model extractor keeps the hard boundaries).
+    verdict = staticmethod(classify)
+    sentences = staticmethod(sentences)
 
     def extract(self, turns: Sequence[Turn], subject: Optional[str] = None) -> list[Envelope]:
         out: list[Envelope] = []
