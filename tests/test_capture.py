@@ -253,3 +253,24 @@ def test_forgetting_a_speaker_removes_their_turns_and_everything_extracted_from_
     report = store.purge(by=STEWARD)
     assert report.verified, report.leftovers
     assert not files_holding([store.root], [can, speaker])
+
+
+def test_a_restated_preference_lives_a_ttl_from_its_last_sighting_with_no_new_version(store, clock):
+    line = "My preferred seat is the window"
+    first = store.capture("s1", _say(line), by=MEMBER, subject=USER).result().results[0]
+    assert first.kind == "preference"
+    start = clock.now
+    clock.advance(days=100)
+    again = store.capture("s2", _say(line), by=MEMBER, subject=USER).result()
+    assert [r.action for r in again.results] == ["duplicate"] and again.sightings == 1
+    ttl = ml.Preference.__dataclass_fields__["ttl"].default
+    assert store.lake.known_rows("preference").num_rows == 1  # no new version
+    served = store.get_fact(USER, "seat", by=MEMBER, kind="preference", valid_at=start + ttl + timedelta(days=1))
+    assert served is not None and served.record_id == first.record_id  # past its own expiry, refreshed by day 100
+    assert store.get_fact(USER, "seat", by=MEMBER, kind="preference", valid_at=clock.now + ttl) is None
+    # known_at before the sighting: the refresh was not known yet
+    assert store.get_fact(USER, "seat", by=MEMBER, kind="preference", known_at=start + timedelta(days=1),
+                          valid_at=start + ttl + timedelta(days=1)) is None
+    clock.set(start + ttl + timedelta(days=10))
+    assert store.purge(by=STEWARD).rows.get("preference", 0) == 0  # purge honours the refreshed expiry
+    assert store.get_fact(USER, "seat", by=MEMBER, kind="preference") is not None

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Sequence
 
 from ..conversation import Sighting, Turn
 from ..errors import StaleGeneration, ValidationError
-from ..records import Envelope, kind_of_record_id, record_from_row, subject_key
+from ..records import Envelope, Preference, kind_of_record_id, record_from_row, subject_key
 from ..scope import Principal, Scope
 from ..write import BatchResult, WriteResult
 from .extract import Extractor, RuleExtractor
@@ -181,9 +181,10 @@ def write_extracted(store: "MemoryStore", task: ExtractionTask, candidates: Sequ
         result = store.writer.commit(list(candidates), by, scope=scope, status=status, generation=generations,
                                      op="propose" if status == "proposed" else "write",
                                      reason=f"extracted from a conversation by {source}")
-        sightings = [
+        sightings = [  # a restated preference lives on: its sighting carries the refreshed expiry
             Sighting(turn.said_at, subject=c.subject_name, derived_from=(r.record_id, turn.record_id),
-                     source=c.source or f"extractor:{source}", scope=r.scope)
+                     source=c.source or f"extractor:{source}", scope=r.scope,
+                     expires_at=turn.said_at + c.ttl if isinstance(c, Preference) and c.ttl else None)
             for c, r in zip(candidates, result) if r.action == "duplicate"
             for turn in [ids[c.derived_from[0]]] if turn.record_id is not None
         ]
