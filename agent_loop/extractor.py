@@ -14,7 +14,7 @@ The library never imports this module (`memory_lakehouse` knows only the protoco
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import memory_lakehouse as ml
 
@@ -34,7 +34,7 @@ class ModelExtractor:
         self.max_tokens = max_tokens
         self.name = f"model:{model.name}"
 
-    def extract(self, turns: Sequence[ml.Turn], subject: Optional[str] = None) -> list[ml.Envelope]:
+    def extract(self, turns: Sequence[ml.Turn], subject: str | None = None) -> list[ml.Envelope]:
         rules = ml.RuleExtractor()
         out: list[ml.Envelope] = []
         for turn in turns:

@@ -28,9 +28,10 @@ through `validate`.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Mapping, Optional
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -66,16 +67,16 @@ class Turn(Envelope):
     text: str
     said_at: datetime
     _: KW_ONLY
-    speaker: Optional[str] = None
+    speaker: str | None = None
     position: int = 0
-    subject: Optional[str] = None
-    ttl: Optional[timedelta] = TURN_TTL
+    subject: str | None = None
+    ttl: timedelta | None = TURN_TTL
     kind: ClassVar[str] = "turn"
 
     def _subject(self) -> str:
         return self.subject or self.speaker or f"session:{self.session_id}"
 
-    def _valid_from(self) -> Optional[datetime]:
+    def _valid_from(self) -> datetime | None:
         return self.said_at
 
 
@@ -90,18 +91,18 @@ class Memory(Envelope):
 
     subject: str
     text: str
-    valid_from: Optional[datetime] = None
+    valid_from: datetime | None = None
     _: KW_ONLY
-    valid_to: Optional[datetime] = None
+    valid_to: datetime | None = None
     kind: ClassVar[str] = "memory"
 
     def _subject(self) -> str:
         return self.subject
 
-    def _valid_from(self) -> Optional[datetime]:
+    def _valid_from(self) -> datetime | None:
         return self.valid_from
 
-    def _valid_to(self) -> Optional[datetime]:
+    def _valid_to(self) -> datetime | None:
         return self.valid_to
 
 
@@ -111,16 +112,16 @@ class Summary(Envelope):
 
     session_id: str
     text: str
-    valid_from: Optional[datetime] = None
+    valid_from: datetime | None = None
     _: KW_ONLY
-    subject: Optional[str] = None
-    ttl: Optional[timedelta] = SUMMARY_TTL
+    subject: str | None = None
+    ttl: timedelta | None = SUMMARY_TTL
     kind: ClassVar[str] = "summary"
 
     def _subject(self) -> str:
         return self.subject or f"session:{self.session_id}"
 
-    def _valid_from(self) -> Optional[datetime]:
+    def _valid_from(self) -> datetime | None:
         return self.valid_from
 
 
@@ -143,7 +144,7 @@ class Sighting(Envelope):
     def _subject(self) -> str:
         return self.subject
 
-    def _valid_from(self) -> Optional[datetime]:
+    def _valid_from(self) -> datetime | None:
         return self.seen_at
 
 
@@ -218,7 +219,7 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _text(value: Any, name: str, *, optional: bool = False) -> Optional[str]:
+def _text(value: Any, name: str, *, optional: bool = False) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         if optional:
             return None
@@ -228,13 +229,13 @@ def _text(value: Any, name: str, *, optional: bool = False) -> Optional[str]:
     return value.strip()
 
 
-def _ttl(value: Any) -> Optional[timedelta]:
+def _ttl(value: Any) -> timedelta | None:
     if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
         raise ValidationError("ttl must be a positive timedelta (or None: no expiry)", field="ttl")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
-def validate(r: Envelope, now: datetime) -> Optional[dict[str, Any]]:
+def validate(r: Envelope, now: datetime) -> dict[str, Any] | None:
     """The write path's checks and normal form for the conversation kinds (None: not one of them).
 
     A returned ``expires_at`` is the default expiry, applied when the record sets none.
@@ -276,5 +277,5 @@ def validate(r: Envelope, now: datetime) -> Optional[dict[str, Any]]:
     return None
 
 
-def _expiry(r: Envelope, start: datetime, ttl: Optional[timedelta]) -> Mapping[str, Any]:
+def _expiry(r: Envelope, start: datetime, ttl: timedelta | None) -> Mapping[str, Any]:
     return {"ttl": ttl} if r.expires_at is not None or ttl is None else {"ttl": ttl, "expires_at": start + ttl}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ def _locomo_date(at: datetime) -> str:
 
 def locomo(rng: random.Random) -> dict[str, Any]:
     """One conversation between Ada and Ben: four sessions, one shared photo, five questions."""
-    start = datetime(2023, 3, 4, 13, 56, tzinfo=timezone.utc)
+    start = datetime(2023, 3, 4, 13, 56, tzinfo=UTC)
     conv: dict[str, Any] = {"speaker_a": "Ada", "speaker_b": "Ben"}
     qa = []
     for s in range(1, 5):
@@ -74,7 +74,7 @@ def _lme_date(at: datetime) -> str:
 
 def longmemeval(rng: random.Random) -> list[dict[str, Any]]:
     """Three questions over five sessions; two questions share sessions; one is an abstention."""
-    start = datetime(2023, 5, 20, 2, 21, tzinfo=timezone.utc)
+    start = datetime(2023, 5, 20, 2, 21, tzinfo=UTC)
     sessions = {}
     for n, topic in enumerate(TOPICS[:5]):
         sid = f"answer_{topic[0]}_{n + 1}" if n in (1, 3) else f"sharegpt_{topic[0]}_{n}"

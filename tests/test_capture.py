@@ -6,10 +6,10 @@ import threading
 from datetime import timedelta
 
 import pytest
-
-import memory_lakehouse as ml
 from _forgetting import canary, files_holding
 from _support import AGENT, CURATOR, MEMBER, STEWARD, TIER2, SimClock, day
+
+import memory_lakehouse as ml
 from memory_lakehouse.capture import ExtractionTask, ExtractionWorker, RuleExtractor, classify
 
 USER = "user:42"
@@ -73,7 +73,7 @@ def test_each_extraction_boundary_keeps_or_drops_its_line(line, kept, rule):
 def test_a_transcript_keeps_exactly_its_signal_lines(store):
     job = store.capture("s-boundaries", _say(*(line for line, _, _ in TRANSCRIPT)), by=MEMBER, subject=USER)
     assert job.result().status == "written"
-    for (line, kept, rule), turn in zip(TRANSCRIPT, job.turns):
+    for (line, kept, rule), turn in zip(TRANSCRIPT, job.turns, strict=True):
         assert bool(_derived_from(store, turn.record_id)) == kept, (line, rule)
 
 

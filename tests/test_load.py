@@ -9,9 +9,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from _support import AGENT, MEMBER, STEWARD, SimClock
 
 import memory_lakehouse as ml
-from _support import AGENT, MEMBER, STEWARD, SimClock
 from memory_lakehouse.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +55,7 @@ def test_as_of_on_a_loaded_benchmark_never_returns_a_turn_of_a_later_session(sto
     assert store.load(LME, format="longmemeval", by=MEMBER).late_sessions == 0
     turns = _turns(store)
     starts = sorted({r["valid_from"] for r in turns})
-    for before, after in zip(starts, starts[1:] + [starts[-1] + timedelta(days=1)]):
+    for before, after in zip(starts, [*starts[1:], starts[-1] + timedelta(days=1)], strict=True):
         at = before + (after - before) / 2
         hits = store.recall("what did you do with the dog and the marathon", by=READER, kinds=["turn"], k=50,
                             as_of=at)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import memory_lakehouse as ml
 from _support import MEMBER, SimClock
+
+import memory_lakehouse as ml
 from agent_loop import ModelExtractor
 
 

@@ -37,8 +37,9 @@ records; `agent_loop.extractor.ModelExtractor` is one that asks the local model.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..conversation import Memory, Turn
 from ..records import Envelope, Fact, Preference
@@ -55,7 +56,7 @@ class Extractor(Protocol):
 
     name: str
 
-    def extract(self, turns: Sequence[Turn], subject: Optional[str] = None) -> list[Envelope]: ...
+    def extract(self, turns: Sequence[Turn], subject: str | None = None) -> list[Envelope]: ...
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,9 @@ class Verdict:
 
     keep: bool
     rule: str
-    attribute: Optional[str] = None
-    value: Optional[str] = None
-    text: Optional[str] = None  # the statement a `Memory` keeps
+    attribute: str | None = None
+    value: str | None = None
+    text: str | None = None  # the statement a `Memory` keeps
 
 
 _I = re.IGNORECASE
@@ -174,7 +175,7 @@ class RuleExtractor:
     verdict = staticmethod(classify)
     sentences = staticmethod(sentences)
 
-    def extract(self, turns: Sequence[Turn], subject: Optional[str] = None) -> list[Envelope]:
+    def extract(self, turns: Sequence[Turn], subject: str | None = None) -> list[Envelope]:
         out: list[Envelope] = []
         for turn in turns:
             if turn.role not in ("user", "assistant") or turn.record_id is None:

@@ -42,10 +42,11 @@ import json
 import re
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..conversation import Turn
 from ..errors import ValidationError
@@ -61,7 +62,7 @@ FORMATS: tuple[str, ...] = ("longmemeval", "locomo")
 @dataclass(frozen=True)
 class ParsedTurn:
     role: str
-    speaker: Optional[str]
+    speaker: str | None
     text: str
     position: int
 
@@ -83,7 +84,7 @@ class Question:
     question_id: str
     question: str
     answer: Any
-    question_date: Optional[datetime]
+    question_date: datetime | None
     category: str
     evidence: tuple[tuple[str, int], ...] = ()  # (session_id, position) of the turns holding the answer
     answer_session_ids: tuple[str, ...] = ()
@@ -150,13 +151,13 @@ def parse_date(value: Any, file: str, item: str, field_name: str) -> datetime:
             if month_no is None:
                 raise ValueError(f"unknown month {month!r}")
             h = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
-            return datetime(int(year), month_no, int(day), h, int(minute), tzinfo=timezone.utc)
+            return datetime(int(year), month_no, int(day), h, int(minute), tzinfo=UTC)
         m = _LME_DATE.match(value)
         if m:
             year, month, day, hour, minute = m.groups()
-            return datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0), tzinfo=timezone.utc)
+            return datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0), tzinfo=UTC)
         parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     except ValueError as exc:
         raise _bad(file, item, field_name, f"unparseable date {value!r} ({exc})") from exc
 
@@ -189,7 +190,7 @@ def parse_locomo(path: Path) -> tuple[list[Session], list[Question]]:
         numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
         if not numbers:
             raise _bad(path.name, f"conversation {name}", "session_1", "no sessions (is this a LoCoMo file?)")
-        last: Optional[datetime] = None
+        last: datetime | None = None
         for no in numbers:
             item = f"conversation {name} session_{no}"
             turns_raw = conv[f"session_{no}"]
@@ -203,8 +204,9 @@ def parse_locomo(path: Path) -> tuple[list[Session], list[Question]]:
                 where = f"{item} turn {t.get('dia_id', i + 1) if isinstance(t, dict) else i + 1}"
                 if not isinstance(t, dict):
                     raise _bad(path.name, where, "turn", "not a JSON object")
-                text = t.get("text") if isinstance(t.get("text"), str) else ""
-                caption = t.get("blip_caption") if isinstance(t.get("blip_caption"), str) else ""
+                raw_text, raw_caption = t.get("text"), t.get("blip_caption")
+                text = raw_text if isinstance(raw_text, str) else ""
+                caption = raw_caption if isinstance(raw_caption, str) else ""
                 if not text.strip() and not caption.strip():
                     raise _bad(path.name, where, "text", "a turn with no text and no caption")
                 if caption.strip():
@@ -255,7 +257,7 @@ def parse_longmemeval(path: Path) -> tuple[list[Session], list[Question]]:
             raise _bad(path.name, item, "haystack_sessions",
                        "haystack_session_ids, haystack_dates and haystack_sessions must be lists of one length")
         evidence: list[tuple[str, int]] = []
-        for sid, raw_date, body in zip(ids, dates, bodies):
+        for sid, raw_date, body in zip(ids, dates, bodies, strict=True):
             where = f"{item} session {sid}"
             date = parse_date(raw_date, path.name, where, "haystack_dates")
             if not isinstance(body, list):
@@ -308,9 +310,9 @@ def _paths(path: str | Path | Sequence[str | Path]) -> list[Path]:
 
 # --------------------------------------------------------------------------- loading
 
-def load(store: "MemoryStore", path: str | Path | Sequence[str | Path], *, format: str, by: Principal,
-         scope: Optional[Scope] = None, ttl: Optional[timedelta] = None, progress: Optional[bool] = None,
-         source: Optional[str] = None) -> LoadReport:
+def load(store: MemoryStore, path: str | Path | Sequence[str | Path], *, format: str, by: Principal,
+         scope: Scope | None = None, ttl: timedelta | None = None, progress: bool | None = None,
+         source: str | None = None) -> LoadReport:
     """Parse every file first (bad input writes nothing), then write session by session in date order.
 
     *ttl* applies to each turn from its session's date (None: benchmark turns do not
@@ -349,7 +351,7 @@ def load(store: "MemoryStore", path: str | Path | Sequence[str | Path], *, forma
 class _progress:
     """A rich progress bar on stderr, or nothing when stderr is not a terminal."""
 
-    def __init__(self, enabled: Optional[bool], total: int, label: str) -> None:
+    def __init__(self, enabled: bool | None, total: int, label: str) -> None:
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self.total, self.label = total, label
         self._bar: Any = None

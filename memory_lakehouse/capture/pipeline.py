@@ -24,9 +24,10 @@ anything is written.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..conversation import Sighting, Turn
 from ..errors import StaleGeneration, ValidationError
@@ -49,15 +50,15 @@ class ExtractionTask:
     session_id: str
     turn_ids: tuple[str, ...]
     generations: Mapping[str, int]  # subject key -> deletion generation when the capture began
-    subject: Optional[str] = None
-    scope: Optional[str] = None
+    subject: str | None = None
+    scope: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "turn_ids": list(self.turn_ids),
                 "generations": dict(self.generations), "subject": self.subject, "scope": self.scope}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ExtractionTask":
+    def from_dict(cls, data: Mapping[str, Any]) -> ExtractionTask:
         return cls(str(data["session_id"]), tuple(data["turn_ids"]),
                    {str(k): int(v) for k, v in dict(data["generations"]).items()},
                    data.get("subject"), data.get("scope"))
@@ -70,7 +71,7 @@ class CaptureResult:
     status: Literal["written", "dropped"]
     results: tuple[WriteResult, ...] = ()
     sightings: int = 0
-    reason: Optional[str] = None
+    reason: str | None = None
 
     def count(self, action: str) -> int:
         return sum(1 for r in self.results if r.action == action)
@@ -84,12 +85,12 @@ class CaptureJob:
     turns: BatchResult
     task: ExtractionTask
     _future: Any = field(default=None, repr=False)
-    _result: Optional[CaptureResult] = None
+    _result: CaptureResult | None = None
 
     def done(self) -> bool:
         return self._result is not None or (self._future is not None and self._future.done())
 
-    def result(self, timeout: Optional[float] = None) -> CaptureResult:
+    def result(self, timeout: float | None = None) -> CaptureResult:
         """Wait for the extraction (inline captures are done already)."""
         if self._result is None:
             self._result = self._future.result(timeout=timeout)
@@ -98,7 +99,7 @@ class CaptureJob:
 
 
 def _turns(session_id: str, messages: Sequence[Any], *, start: int, now: datetime,
-           subject: Optional[str]) -> list[Turn]:
+           subject: str | None) -> list[Turn]:
     turns: list[Turn] = []
     for i, m in enumerate(messages):
         if isinstance(m, Turn):
@@ -113,7 +114,13 @@ def _turns(session_id: str, messages: Sequence[Any], *, start: int, now: datetim
     return turns
 
 
-def _next_position(store: "MemoryStore", session_id: str) -> int:
+def _turn(row: Mapping[str, Any]) -> Turn:
+    turn = record_from_row("turn", row)
+    assert isinstance(turn, Turn)
+    return turn
+
+
+def _next_position(store: MemoryStore, session_id: str) -> int:
     import pyarrow.compute as pc
 
     store.lake.refresh(kinds=["turn"])
@@ -123,8 +130,8 @@ def _next_position(store: "MemoryStore", session_id: str) -> int:
     return 0 if top is None else int(top) + 1
 
 
-def capture(store: "MemoryStore", session_id: str, messages: Sequence[Any], *, by: Principal,
-            subject: Optional[str] = None, scope: Optional[Scope] = None, extractor: Optional[Extractor] = None,
+def capture(store: MemoryStore, session_id: str, messages: Sequence[Any], *, by: Principal,
+            subject: str | None = None, scope: Scope | None = None, extractor: Extractor | None = None,
             worker: Any = None) -> CaptureJob:
     """Store the turns, then extract and reconcile (inline, or on *worker*; see the module docstring)."""
     if not isinstance(session_id, str) or not session_id.strip():
@@ -135,7 +142,8 @@ def capture(store: "MemoryStore", session_id: str, messages: Sequence[Any], *, b
         not isinstance(m, Turn) and (not isinstance(m, Mapping) or "position" not in m) for m in messages) else 0
     turns = _turns(session_id, messages, start=start, now=store.clock.peek(), subject=subject)
     keys = {subject_key(t.subject_name) for t in turns} | ({subject_key(subject)} if subject else set())
-    generations = dict(store._generations(keys))  # before the turns exist: a forget from here on is seen
+    store._sync_ledger()
+    generations = dict(store.ledger.generations(keys))  # before the turns exist: a forget from here on is seen
     generations = {k: generations.get(k, 0) for k in keys}
     status = "proposed" if by.role == "agent" else "active"
     written = store.writer.commit(turns, by, scope=scope, status=status, op="propose" if status == "proposed"
@@ -150,19 +158,19 @@ def capture(store: "MemoryStore", session_id: str, messages: Sequence[Any], *, b
     return job
 
 
-def run_task(store: "MemoryStore", task: ExtractionTask, *, by: Principal,
-             extractor: Optional[Extractor] = None) -> CaptureResult:
+def run_task(store: MemoryStore, task: ExtractionTask, *, by: Principal,
+             extractor: Extractor | None = None) -> CaptureResult:
     """Extract one captured session and reconcile what it yields; drop it all if a subject was forgotten."""
     extractor = extractor or RuleExtractor()
     rows = {r["record_id"]: r for r in store.vis.by_ids("turn", list(task.turn_ids)).to_pylist()}
     if len(rows) < len(set(task.turn_ids)):
         return CaptureResult("dropped", reason="a turn of the session was forgotten before extraction")
-    turns = sorted((record_from_row("turn", rows[t]) for t in set(task.turn_ids)), key=lambda t: t.position)
-    candidates = list(extractor.extract(turns, subject=task.subject))  # type: ignore[arg-type]
+    turns = sorted((_turn(rows[t]) for t in set(task.turn_ids)), key=lambda t: t.position)
+    candidates = list(extractor.extract(turns, subject=task.subject))
     return write_extracted(store, task, candidates, turns, by=by, source=extractor.name)
 
 
-def write_extracted(store: "MemoryStore", task: ExtractionTask, candidates: Sequence[Envelope],
+def write_extracted(store: MemoryStore, task: ExtractionTask, candidates: Sequence[Envelope],
                     turns: Sequence[Turn], *, by: Principal, source: str) -> CaptureResult:
     """Reconcile and write an extractor's records: one commit, then one of sightings for duplicates."""
     ids = {t.record_id: t for t in turns}
@@ -185,7 +193,7 @@ def write_extracted(store: "MemoryStore", task: ExtractionTask, candidates: Sequ
             Sighting(turn.said_at, subject=c.subject_name, derived_from=(r.record_id, turn.record_id),
                      source=c.source or f"extractor:{source}", scope=r.scope,
                      expires_at=turn.said_at + c.ttl if isinstance(c, Preference) and c.ttl else None)
-            for c, r in zip(candidates, result) if r.action == "duplicate"
+            for c, r in zip(candidates, result, strict=True) if r.action == "duplicate"
             for turn in [ids[c.derived_from[0]]] if turn.record_id is not None
         ]
         seen = store.writer.commit(sightings, by, generation=generations, reason="seen again in a conversation") \
@@ -201,12 +209,12 @@ class Seen:
 
     record_id: str
     count: int
-    first_seen: Optional[datetime]
-    last_seen: Optional[datetime]
+    first_seen: datetime | None
+    last_seen: datetime | None
 
 
-def seen(store: "MemoryStore", record_id: str, *, by: Principal, as_of: Optional[datetime] = None,
-         known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> Seen:
+def seen(store: MemoryStore, record_id: str, *, by: Principal, as_of: datetime | None = None,
+         known_at: datetime | None = None, valid_at: datetime | None = None) -> Seen:
     """The seen-count and last-seen of a record: itself plus its sightings visible at the basis."""
     kind = kind_of_record_id(record_id)
     rows = store.vis.by_ids(kind, [record_id]).to_pylist()

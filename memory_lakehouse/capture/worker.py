@@ -20,20 +20,21 @@ are per turn).
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..conversation import Turn
-from ..records import Envelope, record_from_row
+from ..records import Envelope
 from ..scope import Principal
 from .extract import Extractor, RuleExtractor
-from .pipeline import CaptureResult, ExtractionTask, run_task, write_extracted
+from .pipeline import CaptureResult, ExtractionTask, _turn, run_task, write_extracted
 
 if TYPE_CHECKING:
     from ..store import MemoryStore
 
 
-def _extract_in_child(extractor: Extractor, turns: Sequence[Turn], subject: Optional[str]) -> list[Envelope]:
+def _extract_in_child(extractor: Extractor, turns: Sequence[Turn], subject: str | None) -> list[Envelope]:
     return list(extractor.extract(turns, subject=subject))
 
 
@@ -48,21 +49,21 @@ class ExtractionWorker:
         self._processes = (ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"))
                            if processes else None)
 
-    def submit(self, store: "MemoryStore", task: ExtractionTask, by: Principal,
-               extractor: Optional[Extractor]) -> "Future[CaptureResult]":
+    def submit(self, store: MemoryStore, task: ExtractionTask, by: Principal,
+               extractor: Extractor | None) -> Future[CaptureResult]:
         return self._threads.submit(self._run, store, task, by, extractor)
 
-    def _run(self, store: "MemoryStore", task: ExtractionTask, by: Principal,
-             extractor: Optional[Extractor]) -> CaptureResult:
+    def _run(self, store: MemoryStore, task: ExtractionTask, by: Principal,
+             extractor: Extractor | None) -> CaptureResult:
         if self._processes is None:
             return run_task(store, task, by=by, extractor=extractor)
         extractor = extractor or RuleExtractor()
         rows = {r["record_id"]: r for r in store.vis.by_ids("turn", list(task.turn_ids)).to_pylist()}
         if len(rows) < len(set(task.turn_ids)):
             return CaptureResult("dropped", reason="a turn of the session was forgotten before extraction")
-        turns = sorted((record_from_row("turn", r) for r in rows.values()), key=lambda t: t.position)
+        turns = sorted((_turn(r) for r in rows.values()), key=lambda t: t.position)
         found = self._processes.submit(_extract_in_child, extractor, turns, task.subject).result()
-        return write_extracted(store, task, found, turns, by=by, source=extractor.name)  # type: ignore[arg-type]
+        return write_extracted(store, task, found, turns, by=by, source=extractor.name)
 
     def close(self, wait: bool = True) -> None:
         """Finish (or with ``wait=False`` abandon) queued tasks and stop the pools."""
@@ -70,7 +71,7 @@ class ExtractionWorker:
         if self._processes is not None:
             self._processes.shutdown(wait=wait)
 
-    def __enter__(self) -> "ExtractionWorker":
+    def __enter__(self) -> ExtractionWorker:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -40,9 +40,13 @@ def cmd_capture(args: argparse.Namespace) -> None:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("load", help="load LongMemEval or LoCoMo JSON as turns, each session at its date")
-    _common(p); p.add_argument("path", nargs="+", help="JSON file(s) or a directory of them")
-    p.add_argument("--format", required=True, choices=("longmemeval", "locomo")); p.set_defaults(fn=cmd_load)
+    _common(p)
+    p.add_argument("path", nargs="+", help="JSON file(s) or a directory of them")
+    p.add_argument("--format", required=True, choices=("longmemeval", "locomo"))
+    p.set_defaults(fn=cmd_load)
     p = sub.add_parser("capture", help="store a session's messages (JSON lines) and extract memory from them")
-    _common(p); p.add_argument("session", help="the session id"); p.add_argument("--file", default="-")
+    _common(p)
+    p.add_argument("session", help="the session id")
+    p.add_argument("--file", default="-")
     p.add_argument("--subject", help="whom the session is about (default: each turn's speaker)")
     p.set_defaults(fn=cmd_capture)
