@@ -18,6 +18,7 @@ import bisect
 import dataclasses
 import gc
 import hashlib
+import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Sequence
@@ -119,6 +120,9 @@ class Writer:
         self.generations = generations or (lambda keys: {})
         self.checks: dict[str, list[KindCheck]] = {}
         self._hashes: dict[str, str] = {}  # record_id -> content hash, for the batch being committed
+        # one commit at a time per process: a batch's state lives on the writer (`_hashes`, `_allowed`),
+        # and an extraction worker's thread writes beside the request path's
+        self._commit_lock = threading.RLock()
         self.checks["policy"] = [self._check_policy_write]
 
     # ------------------------------------------------------------------ validate
@@ -395,13 +399,14 @@ class Writer:
         ~13% of its time (1,000-record batches at 100k records): big batches run with it
         paused, and it runs again, unchanged, when the batch is done.
         """
-        if isinstance(records, Envelope) or len(records) < GC_PAUSE_BATCH or not gc.isenabled():
-            return self._commit(records, principal, **options)
-        gc.disable()
-        try:
-            return self._commit(records, principal, **options)
-        finally:
-            gc.enable()
+        with self._commit_lock:
+            if isinstance(records, Envelope) or len(records) < GC_PAUSE_BATCH or not gc.isenabled():
+                return self._commit(records, principal, **options)
+            gc.disable()
+            try:
+                return self._commit(records, principal, **options)
+            finally:
+                gc.enable()
 
     def _commit(
         self,

@@ -228,11 +228,15 @@ def test_forgetting_a_speaker_removes_their_turns_and_everything_extracted_from_
         {"role": "user", "speaker": other, "text": "I prefer tea to coffee"},
         {"role": "user", "speaker": speaker, "text": f"I prefer window seats {can}"},
     ]
-    first = store.capture("s1", lines, by=MEMBER).result()
+    job = store.capture("s1", lines, by=MEMBER)
+    first, first_turns = job.result(), job.turns
     assert first.count("inserted") == 3
     clock.advance(days=2)
     store.capture("s2", [{"role": "user", "speaker": speaker, "text": f"I prefer window seats {can}"},
                          {"role": "user", "speaker": speaker, "text": f"I moved to Austin{can}"}], by=MEMBER).result()
+    summary = store.write(ml.Summary("s1", f"Dana lives in Seattle and likes window seats {can}",
+                                     derived_from=tuple(t.record_id for t in first_turns), source="summariser@1",
+                                     subject="session:s1"), by=MEMBER)
     clock.advance(days=1)
     times = [day(0, 1), day(2, 1), clock.now]
 
@@ -244,6 +248,7 @@ def test_forgetting_a_speaker_removes_their_turns_and_everything_extracted_from_
         return out
 
     assert theirs()
+    assert store.recall("window seats summary", by=MEMBER, kinds=["summary"], k=5)[0].record_id == summary.record_id
     store.forget(speaker, by=STEWARD, reason="erasure request")
     for t in times:
         assert theirs(as_of=t) == [] and theirs(known_at=t) == []

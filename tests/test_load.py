@@ -192,3 +192,16 @@ def test_all_five_dev_conversations_load_from_the_cli(tmp_path, capsys):
                      "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["sessions"], out["turns"], out["questions"], out["late_sessions"]) == (128, 2760, 999, 0)
+
+
+def test_the_conversation_tables_keep_content_out_of_the_delta_log(store):
+    store.load(LOCOMO, format="locomo", by=MEMBER)
+    store.capture("s1", [{"role": "user", "text": "I prefer window seats on long flights"}], by=MEMBER,
+                  subject="user:42").result()
+    for kind in ("turn", "memory", "summary", "sighting"):
+        config = store.lake.handle(kind).metadata().configuration
+        assert config["delta.dataSkippingStatsColumns"] == "valid_from,valid_to,expires_at", kind
+    logs = b"".join(p.read_bytes() for kind in ("turn", "memory")
+                    for p in (Path(store.root) / kind / "_delta_log").glob("*.json"))
+    for text in (b"pottery class", b"window seats", b"Ada", b"locomo_sample-session"):
+        assert text not in logs, text
