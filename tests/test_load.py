@@ -205,3 +205,11 @@ def test_the_conversation_tables_keep_content_out_of_the_delta_log(store):
                     for p in (Path(store.root) / kind / "_delta_log").glob("*.json"))
     for text in (b"pottery class", b"window seats", b"Ada", b"locomo_sample-session"):
         assert text not in logs, text
+
+
+def test_a_load_shows_a_progress_bar_on_stderr_only_when_asked_or_on_a_terminal(store, capsys):
+    store.load(LOCOMO, format="locomo", by=MEMBER)  # stderr is not a terminal here: no bar
+    assert capsys.readouterr().err == ""
+    store.load(LME, format="longmemeval", by=MEMBER, progress=True)
+    captured = capsys.readouterr()
+    assert "loading longmemeval" in captured.err and "5/5" in captured.err and captured.out == ""
