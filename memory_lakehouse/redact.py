@@ -157,6 +157,10 @@ class Redactor:
         # one alternation, one scan per text: leftmost match wins, earlier kinds first at a tie
         self._combined: Pattern[str] = re.compile(
             "|".join(f"(?P<{name}>{_scoped(pattern)})" for name, pattern in patterns.items()))
+        # a credential named in words ("my API key sk_live_...") is reported as the kind of its value
+        specific = {k: p for k, p in patterns.items() if k != "credential_phrase"}
+        self._specific: Optional[Pattern[str]] = re.compile(
+            "|".join(f"(?P<{name}>{_scoped(pattern)})" for name, pattern in specific.items())) if specific else None
         # a cheap first look so clean text (the common case) costs one fast scan; every
         # built-in pattern needs its trigger to match at all
         triggers = [_TRIGGERS[k] for k in kinds]
@@ -174,6 +178,13 @@ class Redactor:
             valid = _VALID.get(kind)
             if valid is not None and not valid(match.group(0)):
                 return match.group(0)
+            if kind == "credential_phrase" and self._specific is not None:
+                inner = self._specific.search(match.group(0))
+                if inner is not None and inner.lastgroup and inner.lastgroup in _VALID and \
+                        not _VALID[inner.lastgroup](inner.group(0)):
+                    inner = None
+                if inner is not None and inner.lastgroup:
+                    kind = inner.lastgroup
             found.append(kind)
             return f"[REDACTED:{kind}]"
 
