@@ -80,7 +80,7 @@ def outcome_conflicts(items: Iterable[tuple[str, str, str]]) -> bool:
 
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
-    accounts = ctx.size("contradiction.accounts", 20, 200)
+    accounts = ctx.size("contradiction.accounts", 10, 80)
     events, releases = generate(seed, accounts)
     clock = SimClock(day(-1))
     store = ctx.open_store(NAME, clock)

@@ -150,8 +150,8 @@ def _attempt(fn: Callable[[], Any]) -> bool:
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
     rng = random.Random(seed)
-    n_forget = ctx.size("forgetting.forgotten", 3, 20)
-    n_keep = ctx.size("forgetting.kept", 3, 20)
+    n_forget = ctx.size("forgetting.forgotten", 2, 10)
+    n_keep = ctx.size("forgetting.kept", 2, 10)
     clock = SimClock(day(-1))
     ledger = ctx.path(f"{NAME}-ledger")
     store = ctx.open_store(NAME, clock, ledger_uri=str(ledger))

@@ -108,7 +108,7 @@ def current(versions: list[Version], at: datetime) -> dict[tuple[str, str], Vers
 
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
-    users = ctx.size("knowledge_update.users", 25, 300)
+    users = ctx.size("knowledge_update.users", 12, 120)
     now = day(200)
     events, versions = generate(seed, users, now)
     clock = SimClock(day(-1))

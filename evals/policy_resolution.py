@@ -136,7 +136,7 @@ def category(order: dict[str, str], at: datetime, reader: ml.Principal, asked: s
 
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
-    n = ctx.size("policy.orders", 60, 600)
+    n = ctx.size("policy.orders", 40, 300)
     clock = SimClock(t(2025, 12, 31))
     store = ctx.open_store(NAME, clock)
     naive = ctx.naive()

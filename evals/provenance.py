@@ -70,7 +70,7 @@ _EVIDENCE = re.compile(r"evidence (\S+?)\]?$")
 
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
-    incidents = ctx.size("provenance.incidents", 30, 300)
+    incidents = ctx.size("provenance.incidents", 20, 150)
     events, openable, questions = generate(seed, incidents)
     clock = SimClock(day(-1))
     store = ctx.open_store(NAME, clock)
