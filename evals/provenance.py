@@ -91,7 +91,7 @@ def run(ctx: Context) -> EvalResult:
     carrying = {"ours": 0, "naive": 0}
     cited = {"ours": 0, "naive": 0}
     lines = lines_openable = 0
-    for n, (question, service) in enumerate(questions):
+    for n, (question, _service) in enumerate(questions):
         hits = store.recall(question, by=ASKER, k=6)
         for h in hits:
             items["ours"] += 1
