@@ -18,16 +18,19 @@ import bisect
 import dataclasses
 import gc
 import hashlib
+import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Sequence
 
 import pyarrow as pa
 
+from . import conversation
 from . import policy as policy_rules
 from .errors import PermissionDenied, StaleGeneration, ValidationError
 from .forget import scrub_subjects
 from .lake import Lake, commit_metadata, new_txn_id
+from .limits import DEFAULT_MAX_TEXT_BYTES, check_limit, check_record_text, check_text
 from .query import Visibility
 from .records import (
     AUTHORITIES, FAILED_EPISODE_TTL, OUTCOMES, SPECS, Envelope, Episode, Fact, Note, Policy, Preference,
@@ -91,6 +94,7 @@ _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "envelope": ("evidence", "reason", "source"),  # source also goes into the commit log (writers)
     "fact": ("value",), "preference": ("value",), "note": ("value",),
     "episode": ("symptom", "action"), "reference": ("title", "content"), "policy": ("text",),
+    **conversation.TEXT_FIELDS,
 }
 
 
@@ -110,13 +114,18 @@ class Writer:
     """Turns records into rows and commits them; knows nothing about reading for users."""
 
     def __init__(self, lake: Lake, visibility: Visibility, *, redactor: Optional[Redactor] = None,
-                 generations: Optional[Callable[[Iterable[str]], Mapping[str, int]]] = None) -> None:
+                 generations: Optional[Callable[[Iterable[str]], Mapping[str, int]]] = None,
+                 max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
         self.lake = lake
         self.vis = visibility
         self.redactor = redactor or Redactor()
+        self.max_text_bytes = check_limit(max_text_bytes)
         self.generations = generations or (lambda keys: {})
         self.checks: dict[str, list[KindCheck]] = {}
         self._hashes: dict[str, str] = {}  # record_id -> content hash, for the batch being committed
+        # one commit at a time per process: a batch's state lives on the writer (`_hashes`, `_allowed`),
+        # and an extraction worker's thread writes beside the request path's
+        self._commit_lock = threading.RLock()
         self.checks["policy"] = [self._check_policy_write]
 
     # ------------------------------------------------------------------ validate
@@ -160,9 +169,25 @@ class Writer:
             changes["approved_by"] = principal.id  # a direct write by a curator is its approval
         if changes["expires_at"] is None:
             changes["expires_at"] = self._default_expiry(record, changes)
-        return _evolve(record, changes)
+        own = _evolve(record, changes)
+        check_record_text(own, self.max_text_bytes)
+        return own
+
+    def _validate_all(self, records: Sequence[Envelope], principal: Principal, scope: Optional[Scope],
+                      status: Status, now: datetime) -> list[Envelope]:
+        """`_validate` each record; a bad one in a batch is named by its index (`ValidationError.index`)."""
+        out: list[Envelope] = []
+        try:
+            for r in records:
+                out.append(self._validate(r, principal, scope, status, now))
+        except ValidationError as exc:
+            raise exc.at(len(out), prefix=len(records) > 1) from None
+        return out
 
     def _validate_kind(self, r: Envelope, now: datetime) -> dict[str, Any]:
+        said = conversation.validate(r, now)
+        if said is not None:
+            return said
         if isinstance(r, (Fact, Preference)):
             out: dict[str, Any] = {
                 "subject": _text(r.subject, "subject"), "attribute": _text(r.attribute, "attribute").lower(),
@@ -173,8 +198,9 @@ class Writer:
                 raise ValidationError("value is required", field="value")
             if out["valid_to"] is not None and out["valid_to"] <= out["valid_from"]:
                 raise ValidationError("valid_to must be after valid_from", field="valid_to")
-            if isinstance(r, Preference) and r.ttl is not None and r.ttl <= timedelta(0):
-                raise ValidationError("ttl must be positive", field="ttl")
+            if isinstance(r, Preference) and r.ttl is not None and (
+                    not isinstance(r.ttl, timedelta) or r.ttl <= timedelta(0)):
+                raise ValidationError("ttl must be a positive timedelta", field="ttl")
             return out
         if isinstance(r, Episode):
             outcome = _text(r.outcome, "outcome")
@@ -390,13 +416,14 @@ class Writer:
         ~13% of its time (1,000-record batches at 100k records): big batches run with it
         paused, and it runs again, unchanged, when the batch is done.
         """
-        if isinstance(records, Envelope) or len(records) < GC_PAUSE_BATCH or not gc.isenabled():
-            return self._commit(records, principal, **options)
-        gc.disable()
-        try:
-            return self._commit(records, principal, **options)
-        finally:
-            gc.enable()
+        with self._commit_lock:
+            if isinstance(records, Envelope) or len(records) < GC_PAUSE_BATCH or not gc.isenabled():
+                return self._commit(records, principal, **options)
+            gc.disable()
+            try:
+                return self._commit(records, principal, **options)
+            finally:
+                gc.enable()
 
     def _commit(
         self,
@@ -406,7 +433,7 @@ class Writer:
         scope: Optional[Scope] = None,
         reason: Optional[str] = None,
         status: Status = "active",
-        generation: Optional[int] = None,
+        generation: Optional[int | Mapping[str, int]] = None,
         op: str = "write",
         reconcile: bool = True,
     ) -> BatchResult:
@@ -421,9 +448,11 @@ class Writer:
             records = [records]
         if not records:
             return BatchResult((), None)
+        if isinstance(reason, str):
+            check_text("reason", reason, self.max_text_bytes)
         now = self.lake.clock.peek()
         self._allowed: set[tuple[Scope, str]] = set()
-        validated = [self._validate(r, principal, scope, status, now) for r in records]
+        validated = self._validate_all(records, principal, scope, status, now)
         prepared = list(zip(validated, self._redact(validated)))
         for kind in {r.kind for r in validated}:
             for check in self.checks.get(kind, ()):
@@ -431,14 +460,17 @@ class Writer:
         names = {r.subject_name for r in validated}
         keys = {subject_key(name) for name in names}
         current = self.generations(keys)
-        if generation is not None:
+        if generation is not None:  # one generation, or one per subject key (a capture's many speakers)
             for key in keys:
-                if current.get(key, 0) > generation:
-                    raise StaleGeneration(key, generation, current.get(key, 0))
+                expected = generation.get(key, 0) if isinstance(generation, Mapping) else generation
+                if current.get(key, 0) > expected:
+                    raise StaleGeneration(key, expected, current.get(key, 0))
         forgotten = self.vis.forgotten.record_ids
         for r, _ in prepared if forgotten else ():
             if forgotten.intersection(r.derived_from) or (r.supersedes and r.supersedes in forgotten):
-                raise StaleGeneration(subject_key(r.subject_name), generation or 0, current.get(subject_key(r.subject_name), 0))
+                key = subject_key(r.subject_name)
+                expected = generation.get(key, 0) if isinstance(generation, Mapping) else generation or 0
+                raise StaleGeneration(key, expected, current.get(key, 0))
         planned = self._reconcile(prepared, status, reconcile)
         rows: dict[str, list[tuple[Envelope, WriteResult]]] = {}
         txn_id = new_txn_id()
@@ -511,6 +543,10 @@ class Writer:
                 planned.append((r, _result(record_id=pred[2], action="duplicate", kind=kind, lineage_id=lineages[i],
                                            scope=r.scope, redacted=redacted), redacted))
                 continue
+            if kind == "turn" and pred is not None:
+                raise ValidationError(
+                    f"turn {r.position} of session {r.session_id} is already recorded with other content; "  # type: ignore[attr-defined]
+                    "turns are immutable", field="text")
             if isinstance(r, Reference) and pred is not None and pred[0] == valid_from:
                 raise ValidationError(
                     f"reference {r.uri} published at {valid_from.isoformat()} is already recorded with other "
