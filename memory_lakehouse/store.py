@@ -194,8 +194,9 @@ class MemoryStore:
 
         Returns up to *k* hits, each with ``score`` (fused) and ``why`` (scope, which
         signal matched, what it superseded). ``filters`` are exact matches on record
-        columns and only narrow what is visible; a filter naming a column a kind lacks
-        excludes that kind. Always *k* hits when *k* visible records exist.
+        columns and only narrow what is visible: each slot's head is chosen at the basis
+        first, so a filter matching only a superseded version returns nothing, never that
+        version. A filter naming a column a kind lacks excludes that kind. Always *k* hits when *k* visible records exist.
         ``signals`` (for evaluation and diagnosis) ranks by ``("vector",)`` or
         ``("bm25",)`` alone; None fuses both. What is visible does not change.
 
@@ -210,18 +211,20 @@ class MemoryStore:
 
     def context(self, query: str, *, by: Principal, budget_tokens: int = 800, subject: Optional[str] = None,
                 kinds: Optional[Sequence[str]] = None, k: int = 20, as_of: Optional[datetime] = None,
-                known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> str:
+                known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
+                filters: Optional[dict] = None) -> str:
         """A prompt block of the most relevant visible memories, within *budget_tokens*.
 
         Tokens are counted with the embedder's tokenizer; each line carries kind, valid
-        time, source and evidence, so the model can cite what it uses.
+        time, source and evidence, so the model can cite what it uses. ``filters`` narrow
+        what is visible, as for `recall`.
         """
         if not isinstance(budget_tokens, int) or budget_tokens < 1:
             raise ValidationError("budget_tokens must be a positive integer", field="budget_tokens")
         from .embed import count_tokens
 
         hits = self.recall(query, by=by, subject=subject, kinds=kinds, k=k, as_of=as_of, known_at=known_at,
-                           valid_at=valid_at)
+                           valid_at=valid_at, filters=filters)
         embedder = self.retriever.embedder
         return context_block(hits, budget_tokens=budget_tokens, count_tokens=lambda t: count_tokens(embedder, t))
 
