@@ -64,21 +64,26 @@ def cmd_init(args: argparse.Namespace) -> None:
 
 def cmd_write(args: argparse.Namespace) -> None:
     stream = open(args.file, encoding="utf-8") if args.file and args.file != "-" else sys.stdin
-    records = []
+    records, records_line = [], []
     for n, line in enumerate(stream, 1):
         if line.strip():
             try:
                 records.append(from_dict(json.loads(line)))
+                records_line.append(n)
             except json.JSONDecodeError as exc:
                 raise errors.ValidationError(f"line {n}: not JSON ({exc.msg})", field="record") from exc
     store = _open(args)
     result = store.write_many(records, by=_principal(args), reason=args.reason)
-    counts = {a: result.count(a) for a in ("inserted", "superseded", "duplicate")}
+    counts = result.counts
+    dropped = ([f"{counts['forgotten']} record(s) not written: their subject was forgotten at or after they "
+                "were valid (erased history stays erased); lines " + ", ".join(str(records_line[i]) for i in result.dropped)]
+               if counts["forgotten"] else [])
     _emit(args, {"txn_id": result.txn_id, "counts": counts,
-                 "results": [{"record_id": r.record_id, "action": r.action, "kind": r.kind,
+                 "results": [{"record_id": r.record_id or None, "action": r.action, "kind": r.kind,
                               "supersedes": r.supersedes, "redacted": list(r.redacted)} for r in result]},
-          lambda: [f"{r.action:<10} {r.kind:<10} {r.record_id}" for r in result]
-          + [f"{len(result)} record(s): " + ", ".join(f"{v} {k}" for k, v in counts.items())])
+          lambda: [f"{r.action:<10} {r.kind:<10} {r.record_id or '-'}" for r in result]
+          + [f"{len(result)} record(s): " + ", ".join(f"{v} {k}" for k, v in counts.items() if v or k != "forgotten")]
+          + dropped)
 
 
 def _basis_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -142,21 +142,32 @@ class MemoryStore:
 
     def write(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
               reason: Optional[str] = None, generation: Optional[int] = None) -> WriteResult:
-        """Write one record through the one write path; see `write.Writer`."""
-        return self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
-                                  generation=generation)[0]
+        """Write one record through the one write path; see `write.Writer`.
+
+        Raises `StaleGeneration` (nothing written) for history a forget erased: a record
+        about a subject forgotten at or after its ``valid_from``. Memory valid after the
+        forget is accepted: a new life of the subject.
+        """
+        return self.writer.commit_one(record, self._principal(by), scope=scope, reason=reason,
+                                      generation=generation)
 
     def write_many(self, records: Sequence[Envelope], *, by: Principal, scope: Optional[Scope] = None,
                    reason: Optional[str] = None, generation: Optional[int] = None) -> BatchResult:
-        """Write a batch: the same path as `write`, one commit per table, all or nothing."""
+        """Write a batch: the same path as `write`, one commit per table, all or nothing.
+
+        Records about a subject forgotten at or after their ``valid_from`` are dropped,
+        not written, and reported (action ``"forgotten"``; ``result.counts``,
+        ``result.dropped``); the rest of the batch is written. So re-running a backfill
+        after ``forget`` + ``purge`` does not bring the erased subject back.
+        """
         return self.writer.commit(list(records), self._principal(by), scope=scope, reason=reason,
                                   generation=generation)
 
     def propose(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
                 reason: Optional[str] = None) -> WriteResult:
         """Record a draft (status ``proposed``): never recalled as memory until approved."""
-        return self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
-                                  status="proposed", op="propose")[0]
+        return self.writer.commit_one(record, self._principal(by), scope=scope, reason=reason,
+                                      status="proposed", op="propose")
 
     def approve(self, record_id: str, *, by: Principal, reason: Optional[str] = None, **corrections: Any) -> WriteResult:
         """Promote a proposal to active memory, with optional corrections. Agents cannot approve."""
