@@ -15,6 +15,7 @@ from .errors import (
     ConflictError, Escalation, LakehouseError, PermissionDenied, StaleGeneration, StoreError, ValidationError,
 )
 from .forget import ForgetReport, PurgeReport
+from .maintenance import CheckpointReport, CompactReport, MaintenancePolicy, MaintenanceStatus, VacuumReport
 from .policy import Candidate, Decision
 from .records import Envelope, Episode, Fact, Note, Policy, Preference, Reference
 from .redact import Redactor
@@ -28,9 +29,9 @@ from .write import BatchResult, WriteResult
 __version__ = "0.1.0"
 
 __all__ = [
-    "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "ConflictError",
-    "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
-    "LakehouseError", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference",
+    "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "CheckpointReport",
+    "CompactReport", "ConflictError", "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
+    "LakehouseError", "MaintenancePolicy", "MaintenanceStatus", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference",
     "Principal", "PurgeReport", "Redactor", "Reference", "ReplayResult", "Scope", "StaleGeneration", "StoreError",
-    "ValidationError", "WriteResult", "__version__", "authorize", "open",
+    "VacuumReport", "ValidationError", "WriteResult", "__version__", "authorize", "open",
 ]

@@ -17,6 +17,7 @@ from .audit import AuditEvent, audit_trail
 from .errors import StoreError, ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
 from .lake import Lake
+from .maintenance import Maintenance, MaintenancePolicy
 from .query import Visibility
 from .replay import ReplayResult
 from .records import (
@@ -39,6 +40,7 @@ def open(  # noqa: A001 - the public name of API.md
     redactor: Optional[Redactor] = None,
     create: bool = True,
     purge_on_open: Optional[Principal] = None,
+    maintenance: Optional[MaintenancePolicy] = None,
 ) -> "MemoryStore":
     """Create or open a memory store at a local path or an object-store URI.
 
@@ -47,6 +49,8 @@ def open(  # noqa: A001 - the public name of API.md
     ``purge_on_open=steward`` the restored store's bytes of every forgotten subject are
     also erased before `open` returns (a purge of forgotten rows only; expired memory
     waits for an explicit `purge`). Without it, the next `purge` erases them.
+    ``maintenance=`` is when the store compacts and checkpoints itself
+    (`maintenance.MaintenancePolicy`; ``MaintenancePolicy(None, None)`` turns it off).
 
     >>> import tempfile, memory_lakehouse as ml
     >>> store = ml.open(tempfile.mkdtemp())
@@ -54,7 +58,8 @@ def open(  # noqa: A001 - the public name of API.md
     True
     """
     return MemoryStore(str(uri), storage_options=storage_options, ledger_uri=ledger_uri, clock=clock,
-                       embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open)
+                       embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open,
+                       maintenance=maintenance)
 
 
 class MemoryStore:
@@ -63,7 +68,7 @@ class MemoryStore:
     def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None,
                  ledger_uri: Optional[str] = None, clock: Optional[Clock] = None, embedder: Any = None,
                  redactor: Optional[Redactor] = None, create: bool = True,
-                 purge_on_open: Optional[Principal] = None) -> None:
+                 purge_on_open: Optional[Principal] = None, maintenance: Optional[MaintenancePolicy] = None) -> None:
         self.clock = StoreClock(clock)
         self.lake = Lake(uri, storage_options=storage_options, clock=self.clock, create=create)
         self.root = self.lake.root
@@ -73,6 +78,8 @@ class MemoryStore:
         self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations)
         self.retriever = Retriever(self.vis, embedder)
         self._closed = False
+        #: compaction, checkpoints, vacuum, status (`maintenance.Maintenance`)
+        self.maintenance = Maintenance(self, maintenance)
         if purge_on_open is not None:  # replay the ledger's forgets physically before serving
             from .forget import run_purge
 
