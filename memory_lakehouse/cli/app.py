@@ -153,27 +153,6 @@ def cmd_replay(args: argparse.Namespace) -> None:
                    f"leakage rate {rep.leakage_rate:.1%}"])
 
 
-def cmd_maintenance(args: argparse.Namespace) -> None:
-    from datetime import timedelta
-
-    store = _open(args)
-    m, kinds = store.maintenance, args.kind or None
-    if args.action == "status":
-        report: Any = m.status()
-    elif args.action == "compact":
-        report = m.compact(kinds=kinds)
-    elif args.action == "checkpoint":
-        report = m.checkpoint(kinds=kinds)
-    elif args.action == "vacuum":
-        report = m.vacuum(retain=timedelta(hours=args.retain_hours), dry_run=not args.yes, kinds=kinds)
-    else:
-        compacted, checkpointed = m.run(kinds=kinds)
-        _emit(args, {"compact": compacted.to_dict(), "checkpoint": checkpointed.to_dict()},
-              lambda: compacted.summary() + checkpointed.summary())
-        return
-    _emit(args, report.to_dict(), report.summary)
-
-
 def cmd_bench(args: argparse.Namespace) -> None:
     from ..bench import main as bench_main
 
@@ -242,14 +221,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="replay decisions (JSON lines: decision_id, decided_at, subject, query)")
     _common(p); p.add_argument("--file", default="-"); p.add_argument("--naive", action="store_true")
     p.set_defaults(fn=cmd_replay)
-    p = sub.add_parser("maintenance", help="compact, checkpoint, vacuum (dry run unless --yes), status")
-    _common(p, principal=False)
-    p.add_argument("action", choices=("status", "compact", "checkpoint", "vacuum", "run"),
-                   help="run = compact, then record commits and checkpoint (what the policy does)")
-    p.add_argument("--kind", action="append", help="restrict to a table (repeatable)")
-    p.add_argument("--retain-hours", type=float, default=168.0, help="vacuum: keep files removed this recently")
-    p.add_argument("--yes", action="store_true", help="vacuum: really delete")
-    p.set_defaults(fn=cmd_maintenance)
     p = sub.add_parser("bench", help="benchmark: prints JSON figures")
     p.add_argument("--records", type=int, default=100_000); p.add_argument("--quick", action="store_true")
     p.add_argument("--recall", action="store_true", help="recall figures: index build, latency vs floor, RSS")
@@ -267,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Modules of this package that add commands: each has ``register(sub)``, called with the subparsers.
-COMMAND_GROUPS: tuple[str, ...] = ()
+COMMAND_GROUPS: tuple[str, ...] = ("maintenance",)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
