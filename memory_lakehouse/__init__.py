@@ -16,6 +16,7 @@ from .errors import (
 )
 from .forget import ForgetReport, PurgeReport
 from .maintenance import CheckpointReport, CompactReport, MaintenancePolicy, MaintenanceStatus, VacuumReport
+from .outside import ExportReport
 from .policy import Candidate, Decision
 from .records import Envelope, Episode, Fact, Note, Policy, Preference, Reference
 from .redact import Redactor
@@ -30,7 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "CheckpointReport",
-    "CompactReport", "ConflictError", "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
+    "CompactReport", "ConflictError", "Decision", "Embedder", "Envelope", "Episode", "Escalation", "ExportReport", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
     "LakehouseError", "MaintenancePolicy", "MaintenanceStatus", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference",
     "Principal", "PurgeReport", "Redactor", "Reference", "ReplayResult", "Scope", "StaleGeneration", "StoreError",
     "VacuumReport", "ValidationError", "WriteResult", "__version__", "authorize", "open",

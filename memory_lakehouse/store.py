@@ -18,6 +18,7 @@ from .errors import StoreError, ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
 from .lake import Lake
 from .maintenance import Maintenance, MaintenancePolicy
+from .outside import ExportReport
 from .query import Visibility
 from .replay import ReplayResult
 from .records import (
@@ -300,6 +301,18 @@ class MemoryStore:
         self._check_open()
         self._sync_ledger()
         return replay(self.vis, as_decisions(decisions), kinds=check_kinds(kinds), naive=naive)
+
+    def export(self, path: str | os.PathLike, *, by: Principal, as_of: Optional[datetime] = None,
+               known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
+               kinds: Optional[Sequence[str]] = None, format: str = "parquet") -> "ExportReport":
+        """Write what *by* is served at the basis as one Parquet file per kind (`outside.export`).
+
+        >>> # store.export("snapshots/2026-10-05", by=alice, as_of=oct_5)
+        """
+        from .outside import export
+
+        basis = self._basis(as_of, known_at, valid_at)
+        return export(self.vis, self._principal(by), basis, os.fspath(path), kinds=kinds, format=format)
 
     # ------------------------------------------------------------------ audit & forgetting
 
