@@ -9,6 +9,10 @@ from here.
 """
 
 from .audit import AuditEvent
+from .capture import (
+    CaptureJob, CaptureResult, ExtractionTask, ExtractionWorker, Extractor, LoadReport, Question, RuleExtractor, Seen,
+)
+from .conversation import Memory, Summary, Turn
 from .authz import Authorization, authorize
 from .embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
 from .errors import (
@@ -30,9 +34,12 @@ from .write import BatchResult, WriteResult
 __version__ = "0.1.0"
 
 __all__ = [
-    "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "CheckpointReport",
-    "CompactReport", "ConflictError", "Decision", "Embedder", "Envelope", "Episode", "Escalation", "ExportReport", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
-    "LakehouseError", "MaintenancePolicy", "MaintenanceStatus", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference",
-    "Principal", "PurgeReport", "Redactor", "Reference", "ReplayResult", "Scope", "StaleGeneration", "StoreError",
-    "VacuumReport", "ValidationError", "WriteResult", "__version__", "authorize", "open",
+    "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "CaptureJob",
+    "CaptureResult", "CheckpointReport", "CompactReport", "ConflictError", "ExtractionTask", "ExtractionWorker",
+    "Extractor", "RuleExtractor", "Seen", "Decision", "Embedder", "Envelope", "Episode", "Escalation", "ExportReport",
+    "Fact", "ForgetReport", "HashingEmbedder", "Hit", "LakehouseError", "LoadReport", "MaintenancePolicy",
+    "MaintenanceStatus", "Memory", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy",
+    "Preference", "Principal", "PurgeReport", "Question", "Redactor", "Reference", "ReplayResult", "Scope",
+    "StaleGeneration", "StoreError", "Summary", "Turn", "VacuumReport", "ValidationError", "WriteResult",
+    "__version__", "authorize", "open",
 ]
