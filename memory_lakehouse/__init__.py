@@ -19,6 +19,8 @@ from .errors import (
     ConflictError, Escalation, LakehouseError, PermissionDenied, StaleGeneration, StoreError, ValidationError,
 )
 from .forget import ForgetReport, PurgeReport
+from .maintenance import CheckpointReport, CompactReport, MaintenancePolicy, MaintenanceStatus, VacuumReport
+from .outside import ExportReport
 from .policy import Candidate, Decision
 from .records import Envelope, Episode, Fact, Note, Policy, Preference, Reference
 from .redact import Redactor
@@ -33,9 +35,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "CaptureJob",
-    "CaptureResult", "ConflictError", "ExtractionTask", "ExtractionWorker", "Extractor", "RuleExtractor", "Seen",
-    "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
-    "LakehouseError", "LoadReport", "Memory", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy",
+    "CaptureResult", "CheckpointReport", "CompactReport", "ConflictError", "ExtractionTask", "ExtractionWorker",
+    "Extractor", "RuleExtractor", "Seen", "Decision", "Embedder", "Envelope", "Episode", "Escalation", "ExportReport",
+    "Fact", "ForgetReport", "HashingEmbedder", "Hit", "LakehouseError", "LoadReport", "MaintenancePolicy",
+    "MaintenanceStatus", "Memory", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy",
     "Preference", "Principal", "PurgeReport", "Question", "Redactor", "Reference", "ReplayResult", "Scope",
-    "StaleGeneration", "StoreError", "Summary", "Turn", "ValidationError", "WriteResult", "__version__", "authorize", "open",
+    "StaleGeneration", "StoreError", "Summary", "Turn", "VacuumReport", "ValidationError", "WriteResult",
+    "__version__", "authorize", "open",
 ]

@@ -664,13 +664,14 @@ def _delete_removed_files(lake, kind: str) -> pa.Table:
     """Delete the files purges removed from *kind*'s table; return the rows that were in them
     and are no longer in the table (an interrupted purge's erasures: empty after a clean run).
 
-    Exactly the files a purge commit removed, and only once no snapshot file refers to them,
+    Exactly the files a purge or compaction commit removed, and only once no snapshot file refers to them,
     on a local store and an object store alike: never a vacuum, which would also take
     the files of appends still in flight (written, not yet committed) on an object store.
     """
     empty = pa.table({"record_id": pa.array([], pa.string()), "subject_key": pa.array([], pa.string()),
                       "org": pa.array([], pa.string())})
-    removed = lake.files_removed_by(kind, "purge")
+    # a compaction's old files hold the rows it copied, the erased ones too: they go as well
+    removed = lake.files_removed_by(kind, "purge") + lake.files_removed_by(kind, "optimize")
     if not removed:
         return empty
     referenced = set(lake.views[kind].paths)

@@ -45,7 +45,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -56,6 +56,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from .commitlog import COMMITS_TABLE, CommitRecord
 from .errors import LakehouseError, StoreError
 from .records import SPECS, STATS_COLUMNS, TS, subject_key
 from .time import StoreClock
@@ -294,6 +295,7 @@ class Lake:
         if self.is_local:
             self.root = str(Path(self.root.removeprefix("file://")).absolute())
         self.objects = ObjectStore(self.root, self.storage_options)
+        self.commit_record = CommitRecord(f"{self.root}/{COMMITS_TABLE}", storage_options=self.storage_options)
         self.clock = clock or StoreClock()
         self._lock = threading.RLock()
         self._handles: dict[str, DeltaTable] = {}  # what reads reload from: advanced only by the log
@@ -305,6 +307,8 @@ class Lake:
         self._log_dirs: dict[str, str] = {}
         self._handle_writes: dict[str, int] = {}  # appends through each handle since it was opened
         self._own_writes: dict[str, tuple[Optional[str], pa.Table]] = {}  # kind -> (txn, rows) just appended
+        #: called after each append with the bytes appended per table (the maintenance policy)
+        self.after_append: list[Callable[[Mapping[str, int]], None]] = []
         self._open_tables(create)
         self.refresh(force=True)
 
@@ -366,7 +370,10 @@ class Lake:
             self.refresh(kinds=list(tables))
         finally:
             self._own_writes.clear()
-        return {k: c.version for k in tables for c in [self.views[k].by_txn.get(txn)] if c is not None}
+        versions = {k: c.version for k in tables for c in [self.views[k].by_txn.get(txn)] if c is not None}
+        for hook in list(self.after_append):
+            hook({k: t.nbytes for k, t in tables.items() if t.num_rows})
+        return versions
 
     def _write_handle(self, kind: str) -> DeltaTable:
         """The warm handle to append through, brought up to date only when it is behind.
@@ -475,28 +482,37 @@ class Lake:
         view.version = latest
         return True
 
-    def _commit_infos(self, kind: str, dt: DeltaTable, after: int, upto: int) -> list[dict]:
-        """The commitInfo of each version ``after < v <= upto``, oldest first, read from the
-        version's own (immutable) commit file.
+    def _commits_between(self, kind: str, dt: DeltaTable, after: int, upto: int) -> list[Commit]:
+        """The commits ``after < v <= upto``, oldest first, each read from the version's own
+        (immutable) commit file.
 
         Not from ``history()``: it numbers the commits it lists from the handle's snapshot
         version, so commits another writer landed meanwhile came back under the wrong
         version numbers and their rows never got a system time (seen on S3 with two
-        processes). A commit file the log has cleaned up falls back to ``history()``.
+        processes). A store opening takes what ``_commits`` recorded instead of re-reading
+        thousands of commit files, and a commit file the log has cleaned up is read from
+        there (`commitlog`); ``history()`` is the last resort.
         """
+        recorded = self.commit_record.commits(kind, refresh=False) if after < 0 else {}
         out, missing = [], []
         for version in range(after + 1, upto + 1):
+            if version in recorded:
+                out.append(recorded[version])
+                continue
             try:
                 actions = self.log_actions(kind, version)
             except (FileNotFoundError, OSError):
                 missing.append(version)
                 continue
             info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-            out.append({**info, "version": version})
+            out.append(_parse_commit(kind, {**info, "version": version}))
         if missing:
-            known = {int(e["version"]): e for e in dt.history() if int(e["version"]) in set(missing)}
-            out.extend(known[v] for v in missing if v in known)
-        return sorted(out, key=lambda e: int(e["version"]))
+            recorded = self.commit_record.commits(kind)
+            out.extend(recorded[v] for v in missing if v in recorded)
+            still = {v for v in missing if v not in recorded}
+            if still:
+                out.extend(_parse_commit(kind, e) for e in dt.history() if int(e["version"]) in still)
+        return sorted(out, key=lambda c: c.version)
 
     def _reload(self, kind: str) -> bool:
         """Slow path: the whole snapshot through delta-rs (first open, remote stores, rewrites)."""
@@ -509,8 +525,8 @@ class Lake:
         version = dt.version()
         if version == view.version:
             return False
-        for entry in self._commit_infos(kind, dt, view.version, version):
-            self._record_commit(view, _parse_commit(kind, entry))
+        for commit in self._commits_between(kind, dt, view.version, version):
+            self._record_commit(view, commit)
         adds = pa.table(dt.get_add_actions(flatten=False))
         current = {unquote(p) for p in adds.column("path").to_pylist()} if adds.num_rows else set()
         dataset = dt.to_pyarrow_dataset()
@@ -710,9 +726,12 @@ class Lake:
             versions = sorted(v for v, c in self.views[table].commits.items() if c.operation == operation)
         removed = []
         for version in versions:
-            lines = self.log_actions(table, version)
+            try:
+                lines = self.log_actions(table, version)
+            except (FileNotFoundError, OSError):  # cleaned up with the log (its files are vacuum's now)
+                continue
             info = next((a["commitInfo"] for a in lines if "commitInfo" in a), {})
-            if info.get(META_PREFIX + "op") == operation:
+            if _parse_commit(table, {**info, "version": version}).operation == operation:
                 removed += [unquote(a["remove"]["path"]) for a in lines if "remove" in a]
         return removed
 

@@ -18,6 +18,8 @@ from .errors import StoreError, ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
 from .lake import Lake
 from .limits import DEFAULT_MAX_TEXT_BYTES
+from .maintenance import Maintenance, MaintenancePolicy
+from .outside import ExportReport
 from .query import Visibility
 from .replay import ReplayResult
 from .records import (
@@ -45,6 +47,7 @@ def open(  # noqa: A001 - the public name of API.md
     create: bool = True,
     purge_on_open: Optional[Principal] = None,
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    maintenance: Optional[MaintenancePolicy] = None,
 ) -> "MemoryStore":
     """Create or open a memory store at a local path or an object-store URI.
 
@@ -53,6 +56,8 @@ def open(  # noqa: A001 - the public name of API.md
     ``purge_on_open=steward`` the restored store's bytes of every forgotten subject are
     also erased before `open` returns (a purge of forgotten rows only; expired memory
     waits for an explicit `purge`). Without it, the next `purge` erases them.
+    ``maintenance=`` is when the store compacts and checkpoints itself
+    (`maintenance.MaintenancePolicy`; ``MaintenancePolicy(None, None)`` turns it off).
 
     ``max_text_bytes`` is the most UTF-8 bytes any one text field of a record may hold
     (a structured value counts as its JSON); a bigger one is refused with a
@@ -65,7 +70,7 @@ def open(  # noqa: A001 - the public name of API.md
     """
     return MemoryStore(str(uri), storage_options=storage_options, ledger_uri=ledger_uri, clock=clock,
                        embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open,
-                       max_text_bytes=max_text_bytes)
+                       max_text_bytes=max_text_bytes, maintenance=maintenance)
 
 
 class MemoryStore:
@@ -74,7 +79,8 @@ class MemoryStore:
     def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None,
                  ledger_uri: Optional[str] = None, clock: Optional[Clock] = None, embedder: Any = None,
                  redactor: Optional[Redactor] = None, create: bool = True,
-                 purge_on_open: Optional[Principal] = None, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
+                 purge_on_open: Optional[Principal] = None, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+                 maintenance: Optional[MaintenancePolicy] = None) -> None:
         self.clock = StoreClock(clock)
         self.lake = Lake(uri, storage_options=storage_options, clock=self.clock, create=create)
         self.root = self.lake.root
@@ -85,6 +91,8 @@ class MemoryStore:
                              max_text_bytes=max_text_bytes)
         self.retriever = Retriever(self.vis, embedder)
         self._closed = False
+        #: compaction, checkpoints, vacuum, status (`maintenance.Maintenance`)
+        self.maintenance = Maintenance(self, maintenance)
         if purge_on_open is not None:  # replay the ledger's forgets physically before serving
             from .forget import run_purge
 
@@ -368,6 +376,18 @@ class MemoryStore:
         self._check_open()
         self._sync_ledger()
         return replay(self.vis, as_decisions(decisions), kinds=check_kinds(kinds), naive=naive)
+
+    def export(self, path: str | os.PathLike, *, by: Principal, as_of: Optional[datetime] = None,
+               known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
+               kinds: Optional[Sequence[str]] = None, format: str = "parquet") -> "ExportReport":
+        """Write what *by* is served at the basis as one Parquet file per kind (`outside.export`).
+
+        >>> # store.export("snapshots/2026-10-05", by=alice, as_of=oct_5)
+        """
+        from .outside import export
+
+        basis = self._basis(as_of, known_at, valid_at)
+        return export(self.vis, self._principal(by), basis, os.fspath(path), kinds=kinds, format=format)
 
     # ------------------------------------------------------------------ audit & forgetting
 

@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Modules of this package that add commands: each has ``register(sub)``, called with the subparsers.
-COMMAND_GROUPS: tuple[str, ...] = ("conversation",)
+COMMAND_GROUPS: tuple[str, ...] = ("conversation", "maintenance", "export")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -1,0 +1,98 @@
+"""Per-append cost as a store's commits accumulate, with and without maintenance (JSON; nothing asserted).
+
+    .venv/bin/python scripts/bench_maintenance.py                     # 10,000 commits each way
+    .venv/bin/python scripts/bench_maintenance.py --commits 2000      # quicker
+
+One store per mode, written the way an agent writes: one `store.write` of one fact per
+turn, in four orgs in turn, a simulated clock one minute per turn. ``plain`` runs with
+the maintenance policy off (``MaintenancePolicy(None, None)``); ``maintained`` with
+``MaintenancePolicy(every_commits=N)`` (default 500, the library's default). Reported per
+mode, at 10, 1k and 10k commits: the p50 / p90 of the appends in a window of 40 around
+that point (appends that ran the policy are counted apart: their own cost is the
+compaction), the mean over every append including the policy's runs, and the same in process CPU
+time (all threads: far steadier than wall time on a shared machine), files and log
+files in the fact table, and the time a fresh process takes to open the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import memory_lakehouse as ml  # noqa: E402
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+ORGS = 4
+WINDOW = 40
+OPEN = ("import sys, time; t = time.perf_counter(); import memory_lakehouse as ml; "
+        "s = ml.open(sys.argv[1], embedder=ml.HashingEmbedder(), create=False); "
+        "print(round((time.perf_counter() - t) * 1000, 1))")
+
+
+def run(root: Path, commits: int, policy: ml.MaintenancePolicy, marks: list[int]) -> dict:
+    now = [T0]
+    store = ml.open(root, clock=lambda: now[0], embedder=ml.HashingEmbedder(), maintenance=policy)
+    writers = [ml.Principal(f"agent{o}", ml.Scope(f"org{o}"), role="curator") for o in range(ORGS)]
+    times: list[float] = []
+    cpu: list[float] = []  # process CPU time (all threads): far less sensitive to a loaded machine than wall time
+    maintained: set[int] = set()
+    for n in range(commits):
+        now[0] = T0 + timedelta(minutes=n)
+        before = len(store.lake.views["fact"].commits)
+        who = writers[n % ORGS]
+        t, c = time.perf_counter(), time.process_time()
+        store.write(ml.Fact(f"user:{n % 997}", "plan", f"plan {n % 13}", now[0], source="bench@v1"), by=who)
+        times.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+        if len(store.lake.views["fact"].commits) > before + 1:  # the policy ran inside this append
+            maintained.add(n)
+    out: dict = {"mean_ms_all_appends": round(statistics.fmean(times), 2),
+                 "mean_cpu_ms_all_appends": round(statistics.fmean(cpu), 2), "policy_runs": len(maintained),
+                 "policy_run_ms_p50": round(statistics.median([times[i] for i in maintained]), 1) if maintained else None}
+    for mark in marks:
+        lo, hi = max(0, mark - WINDOW // 2), min(commits, mark + WINDOW // 2)
+        window = sorted(times[i] for i in range(lo, hi) if i not in maintained)
+        spent = sorted(cpu[i] for i in range(lo, hi) if i not in maintained)
+        out[f"at_{mark}"] = {"p50_ms": round(window[len(window) // 2], 2),
+                             "p90_ms": round(window[int(len(window) * 0.9)], 2),
+                             "cpu_p50_ms": round(spent[len(spent) // 2], 2)}
+    status = store.maintenance.status().tables["fact"]
+    out["fact_files"], out["fact_log_files"], out["fact_version"] = status.files, status.log_files, status.version
+    store.close()
+    opened = subprocess.run([sys.executable, "-c", OPEN, str(root)], capture_output=True, text=True, check=True)
+    out["open_ms_fresh_process"] = float(opened.stdout.strip().splitlines()[-1])
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--commits", type=int, default=10_000)
+    parser.add_argument("--every", type=int, default=500, help="the maintained store's every_commits")
+    parser.add_argument("--modes", default="plain,maintained")
+    args = parser.parse_args(argv)
+    marks = [m for m in (10, 1_000, 10_000) if m <= args.commits] or [args.commits]
+    if args.commits not in marks:
+        marks.append(args.commits)
+    policies = {"plain": ml.MaintenancePolicy(None, None),
+                "maintained": ml.MaintenancePolicy(every_commits=args.every, every_bytes=None)}
+    report: dict = {"commits": args.commits, "every_commits": args.every, "window": WINDOW}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in args.modes.split(","):
+            started = time.perf_counter()
+            report[mode] = run(Path(tmp) / mode, args.commits, policies[mode], marks)
+            report[mode]["seconds"] = round(time.perf_counter() - started, 1)
+            print(json.dumps({mode: report[mode]}), file=sys.stderr, flush=True)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

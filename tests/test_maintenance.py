@@ -1,0 +1,239 @@
+"""`store.maintenance` never changes an answer: compaction, checkpoints, log cleanup and vacuum
+leave every row's system time and every as-of read as they were, keep purge's guarantee, and
+run beside a writer in another process without losing its writes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable
+
+import memory_lakehouse as ml
+from _forgetting import KINDS, SUBJECT, canary, files_holding, leaks, open_store, other_reads, write_mixed_world
+from _support import CURATOR, MEMBER, STEWARD, SimClock, age_files, day, fact
+from _writers import child_writes
+from memory_lakehouse.cli import main as cli
+from memory_lakehouse.records import SPECS
+from test_time_travel import TABLES, answers, commit_log, tell_story
+
+OFF = ml.MaintenancePolicy(None, None)
+
+
+def system_time(store: ml.MemoryStore) -> dict[str, list]:
+    """Every row's record id with its system time (known_since, commit version), per table."""
+    out = {}
+    for kind in TABLES:
+        rows = store.lake.known_rows(kind).select(["record_id", "known_since", "commit_version"])
+        out[kind] = sorted(rows.to_pylist(), key=lambda r: r["record_id"])
+    return out
+
+
+def facts_over_time(store: ml.MemoryStore, times) -> dict:
+    return {(t, who.id): getattr(store.get_fact("user:42", "plan", by=who, as_of=t), "record_id", None)
+            for t in times for who in (MEMBER, CURATOR)}
+
+
+def many_small_files(store: ml.MemoryStore, clock: SimClock, n: int = 12) -> None:
+    for i in range(n):
+        clock.advance(hours=3)
+        store.write(fact("user:42", "plan", f"plan-{i % 5}", clock.now), by=MEMBER)
+        store.write(fact(f"user:{i}", "region", "EU" if i % 2 else "US", clock.now - timedelta(days=1)), by=MEMBER)
+
+
+@pytest.fixture
+def story(tmp_path):
+    clock = SimClock(day(0))
+    store = ml.open(tmp_path / "store", clock=clock, maintenance=OFF)
+    tell_story(store, clock)
+    many_small_files(store, clock)
+    return store, clock
+
+
+def test_compact_checkpoint_and_vacuum_change_no_answer_and_no_system_time(story):
+    store, clock = story
+    before, times_before, log_before = answers(store), system_time(store), commit_log(store)
+    readings = sorted({k[0] for k in before})
+    facts_before = facts_over_time(store, readings)
+    status = store.maintenance.status()
+    assert status.tables["fact"].files > 10 and status.tables["fact"].commits_since_compaction == status.tables["fact"].version + 1
+
+    compacted = store.maintenance.compact()
+    assert compacted.files_removed > compacted.files_added >= 1
+    assert store.maintenance.status().tables["fact"].files < status.tables["fact"].files
+    checkpointed = store.maintenance.checkpoint()
+    assert checkpointed.commits_recorded >= len(log_before) and checkpointed.checkpoints["fact"] >= 0
+    dry = store.maintenance.vacuum(retain=timedelta(0))
+    assert dry.dry_run and dry.files["fact"]
+    assert all((Path(store.root) / "fact" / rel).exists() for rel in dry.files["fact"])  # a dry run deletes nothing
+    done = store.maintenance.vacuum(retain=timedelta(0), dry_run=False)
+    assert set(done.files["fact"]) == set(dry.files["fact"]) and done.bytes > 0
+    assert not any((Path(store.root) / "fact" / rel).exists() for rel in done.files["fact"])
+
+    for s in (store, ml.open(store.root, clock=clock, maintenance=OFF)):
+        assert answers(s) == before
+        assert system_time(s) == times_before
+        assert facts_over_time(s, readings) == facts_before
+        maintenance_ops = {c.operation for c in s.lake.commits()} - {c[3] for c in log_before}
+        assert maintenance_ops <= {"optimize", "vacuum"}
+        assert [c for c in commit_log(s) if c[3] not in maintenance_ops] == log_before
+    after = store.maintenance.status().tables["fact"]
+    assert after.oldest_readable_version > 0  # time travel before the compaction has nothing left to read
+    assert after.commits_since_compaction < after.version
+
+
+def test_system_time_survives_the_log_deleting_its_old_commit_files(story):
+    store, clock = story
+    before, times_before, log_before = answers(store), system_time(store), commit_log(store)
+    audit_before = store.audit(subject="user:42", by=STEWARD)
+    for table in TABLES:  # an operator shortens the log's retention, as Delta's defaults would
+        DeltaTable(f"{store.root}/{table}").alter.set_table_properties(
+            {"delta.logRetentionDuration": "interval 1 days"})
+        age_files((Path(store.root) / table / "_delta_log").glob("*.json"), days=60)
+    store.lake.refresh()
+    log_before = commit_log(store)  # the property changes are commits too (not memory commits)
+
+    report = store.maintenance.checkpoint()
+    assert report.log_files_deleted > 0
+    assert not (Path(store.root) / "fact" / "_delta_log" / f"{0:020d}.json").exists()  # the log forgot them
+
+    reopened = ml.open(store.root, clock=clock, maintenance=OFF)
+    assert commit_log(reopened) == log_before
+    assert system_time(reopened) == times_before
+    assert answers(reopened) == before
+    assert reopened.audit(subject="user:42", by=STEWARD) == audit_before
+    clock.advance(days=1)
+    assert reopened.write(fact("user:42", "plan", "Platinum", clock.now), by=MEMBER).action == "superseded"
+    assert {k: v for k, v in answers(reopened).items() if k in before} == before
+
+    # the control: without `_commits`, the rows of the forgotten commits would lose their system time
+    bare = Path(store.root).parent / "bare"
+    shutil.copytree(store.root, bare)
+    shutil.rmtree(bare / "_commits")
+    lost = ml.open(bare, clock=clock, maintenance=OFF)
+    assert sum(len(v) for v in system_time(lost).values()) < sum(len(v) for v in times_before.values())
+
+
+def test_a_purge_after_a_compaction_leaves_no_erased_byte_and_a_later_compaction_brings_none_back(tmp_path):
+    clock = SimClock(day(1))
+    store = open_store(tmp_path / "store", clock=clock, ledger=tmp_path / "ledger", maintenance=OFF)
+    can = canary()
+    write_mixed_world(store, clock, can)
+    store.forget(SUBJECT, by=STEWARD, reason="erasure request")
+    assert store.maintenance.compact().files_removed  # the subject's rows are copied into the new files
+    held = files_holding([store.root], [can])[can]
+    assert len([p for p in held if p.endswith(".parquet")]) > len(KINDS)  # old files and new ones hold it
+    before = other_reads(store, [day(1), day(2), day(3)])
+
+    report = store.purge(by=STEWARD)
+    assert report.verified is True, report.leftovers
+    assert files_holding([store.root, tmp_path / "ledger"], [can]) == {}
+
+    store.maintenance.compact()
+    store.maintenance.checkpoint()
+    store.maintenance.vacuum(retain=timedelta(0), dry_run=False)
+    assert files_holding([store.root, tmp_path / "ledger"], [can]) == {}
+    assert leaks(store, subject=SUBJECT, needles=[can], times=[day(1), day(3)]) == []
+    assert other_reads(store, [day(1), day(2), day(3)]) == before
+
+
+@pytest.mark.integration
+def test_maintenance_beside_a_writer_process_loses_no_write(tmp_path):
+    clock = SimClock(day(1))
+    path = str(tmp_path / "store")
+    store = ml.open(path, clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+    many_small_files(store, clock, n=6)
+    writes = 40
+    ctx = multiprocessing.get_context("spawn")
+    started, out = ctx.Event(), ctx.Queue()
+    child = ctx.Process(target=child_writes, args=(path, writes, day(2), started, out))
+    child.start()
+    try:
+        assert started.wait(120), "the writer never opened the store"
+        rounds = 0
+        while child.is_alive() or rounds < 2:
+            clock.advance(minutes=1)
+            store.write(fact(f"parent:{rounds}", "plan", f"parent plan {rounds}", clock.now), by=MEMBER)
+            store.maintenance.compact()
+            store.maintenance.checkpoint()
+            rounds += 1
+            if out.qsize():
+                break
+        child_ids = out.get(timeout=300)
+        child.join(60)
+    finally:
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0
+    store.lake.refresh()  # what every public read does first
+    known = store.lake.known_rows("fact")
+    child_versions = [v for rid, v in zip(known.column("record_id").to_pylist(),
+                                          known.column("commit_version").to_pylist()) if rid in set(child_ids)]
+    compactions = [v for v, c in store.lake.views["fact"].commits.items() if c.operation == "optimize"]
+    # the compactions really ran while the other process appended
+    assert any(min(child_versions) < v < max(child_versions) for v in compactions), (child_versions, compactions)
+    assert len(child_ids) == writes
+    for s in (store, ml.open(path, clock=clock, maintenance=OFF)):
+        known = s.lake.known_rows("fact")
+        ids = set(known.column("record_id").to_pylist())
+        assert set(child_ids) <= ids
+        assert {f"parent:{n}" for n in range(rounds)} <= set(known.column("subject").to_pylist())
+        assert known.column("known_since").null_count == 0
+        assert s.get_fact("child:39", "plan", by=CURATOR).value == "child plan 39"
+    assert store.maintenance.status().tables["fact"].files < writes
+
+
+def test_the_policy_compacts_as_the_store_is_written_and_answers_as_a_store_without_it(tmp_path):
+    stores = {}
+    for name, policy in (("plain", OFF), ("maintained", ml.MaintenancePolicy(every_commits=5, every_bytes=None))):
+        clock = SimClock(day(0))
+        stores[name] = ml.open(tmp_path / name, clock=clock, maintenance=policy)
+        many_small_files(stores[name], clock, n=15)
+    plain, maintained = stores["plain"], stores["maintained"]
+    ops = [c.operation for c in maintained.lake.commits() if c.table == "fact"]
+    assert ops.count("optimize") >= 4 and "optimize" not in [c.operation for c in plain.lake.commits()]
+    assert maintained.maintenance.status().tables["fact"].files < plain.maintenance.status().tables["fact"].files
+    assert maintained.maintenance.status().tables["fact"].commits_recorded > 0  # the policy records commits too
+
+    def values(store: ml.MemoryStore) -> dict:
+        times = sorted({c.committed_at for c in store.lake.commits() if c.is_memory})
+        return {(t, s): (f.value, f.known_since) if f else None for t in times + [day(9)]
+                for s in ("user:42", "user:3", "user:14")
+                for f in [store.get_fact(s, "plan" if s == "user:42" else "region", by=MEMBER, as_of=t)]}
+    assert values(maintained) == values(plain)
+
+
+def test_vacuum_refuses_a_negative_retention_and_policies_check_their_numbers(store):
+    with pytest.raises(ml.ValidationError):
+        store.maintenance.vacuum(retain=timedelta(hours=-1))
+    with pytest.raises(ml.ValidationError):
+        ml.MaintenancePolicy(every_commits=0)
+
+
+def test_memlake_maintenance_reports_compacts_and_vacuums(tmp_path, capsys):
+    clock = SimClock(day(0))
+    store = ml.open(tmp_path / "store", clock=clock, maintenance=OFF)
+    many_small_files(store, clock, n=6)
+    store.close()
+    root = str(tmp_path / "store")
+    assert cli(["maintenance", "status", "--store", root, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["tables"]["fact"]["files"] >= 6 and status["commits"] >= 12
+    assert cli(["maintenance", "run", "--store", root]) == 0
+    out = capsys.readouterr().out
+    assert "compact fact" in out and "recorded" in out
+    assert cli(["maintenance", "vacuum", "--store", root, "--retain-hours", "0"]) == 0
+    assert "dry run" in capsys.readouterr().out
+    assert cli(["maintenance", "vacuum", "--store", root, "--retain-hours", "0", "--yes", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"]["fact"]
+    assert cli(["maintenance", "vacuum", "--store", root, "--retain-hours", "-1"]) == 2
+    assert "ValidationError" in capsys.readouterr().err
+    reopened = ml.open(root, clock=clock)
+    assert reopened.get_fact("user:42", "plan", by=MEMBER).value == "plan-0"
+    assert pc.sum(pc.is_null(reopened.lake.known_rows("fact").column("known_since"))).as_py() == 0
+    assert set(SPECS) <= set(status["tables"])
