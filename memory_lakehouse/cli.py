@@ -157,7 +157,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
     bench_main(["--records", str(args.records), "--embedder", args.embedder]
                + (["--quick"] if args.quick else []) + (["--recall"] if args.recall else [])
-               + (["--store", args.store] if args.store else []))
+               + (["--store", args.store] if args.store else []) + ["--workload", args.workload])
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
@@ -227,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recall", action="store_true", help="recall figures: index build, latency vs floor, RSS")
     p.add_argument("--embedder", choices=("default", "hashing"), default="default")
     p.add_argument("--store", help="where to build the bench store (default: a temp dir)")
+    p.add_argument("--workload", choices=("store", "tenants"), default="store",
+                   help="tenants: many orgs, teams and actors, each read by a new actor, beside a SQLite floor")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("eval", help="run an eval suite (retrieval: hit@1 / hit@5 / MRR per ranker)")
     p.add_argument("suite", choices=["retrieval"]); p.add_argument("rest", nargs=argparse.REMAINDER)
