@@ -187,6 +187,10 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     rss_before = _proc_mb("VmRSS")
     store = open_store(root, clock=clock, embedder=HashingEmbedder(dim=384))
     out: dict[str, Any] = {"records": records, "store": root, "embedder": store.retriever.embedder.name}
+    first = actor_principal(ORGS[0], "team0", "a0")
+    out["single_write_fresh_store"], _ = _timed(
+        lambda i: store.write(Fact(f"single:{i}", "plan", f"value {i}", T0, source="bench@v1"), by=first),
+        list(range(20)))
     spent, spent_cpu, midpoint = 0.0, 0.0, None
     for start in range(0, records, BATCH):
         items = [work.record(i) for i in range(start, min(records, start + BATCH))]
@@ -333,30 +337,45 @@ def _ratio(a: Optional[float], b: Optional[float]) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    """The figures as a table: wall-clock (CPU time of the process in brackets) and store / floor."""
     s, f = result["store"], result.get("floor") or {}
-    rows = [
-        ("ingest, 1,000-record batches mixing orgs (rec/s)", s["ingest_rps"], f.get("ingest_rps"), True),
-        ("recall p50, each query a new actor (ms)", s["recall_now_new_actor"]["p50_ms"],
-         (f.get("recall_now_new_actor") or {}).get("p50_ms"), False),
-        ("recall p99, each query a new actor (ms)", s["recall_now_new_actor"]["p99_ms"],
-         (f.get("recall_now_new_actor") or {}).get("p99_ms"), False),
-        ("recall p50 as of the midpoint, new actor (ms)", s["recall_as_of_midpoint_new_actor"]["p50_ms"],
-         (f.get("recall_as_of_midpoint_new_actor") or {}).get("p50_ms"), False),
-        ("recall p50, single reader repeated (ms)", s["recall_now_single_reader"]["p50_ms"], None, False),
-        ("get_fact p50, new actor (ms)", s["get_fact_new_actor"]["p50_ms"], None, False),
-        ("get_fact p50, first after a write to own org (ms)", s["get_fact_first_after_own_org_write"]["p50_ms"],
-         None, False),
-        ("recall p50, first after a write to own org (ms)", s["recall_first_after_own_org_write"]["p50_ms"],
-         None, False),
-        ("single write p50 on the built store (ms)", s["single_write_on_built_store"]["p50_ms"], None, False),
-        ("replay, ms per decision (200 at once)", s["replay"]["ms_per_decision"], None, False),
-        ("Δ peak RSS (MB)", s["delta_rss_peak_mb"], f.get("delta_rss_peak_mb"), False),
+
+    def lat(side: dict[str, Any], name: str, q: str = "p50") -> tuple[Optional[float], Optional[float]]:
+        fig = side.get(name) or {}
+        return fig.get(f"{q}_ms"), fig.get(f"cpu_{q}_ms")
+
+    rows: list[tuple[str, tuple[Optional[float], Optional[float]], tuple[Optional[float], Optional[float]], bool]] = [
+        ("ingest, 1,000-record batches mixing orgs (rec/s)", (s["ingest_rps"], s.get("ingest_rps_cpu")),
+         (f.get("ingest_rps"), f.get("ingest_rps_cpu")), True),
+        ("recall p50, each query a new actor (ms)", lat(s, "recall_now_new_actor"), lat(f, "recall_now_new_actor"),
+         False),
+        ("recall p99, each query a new actor (ms)", lat(s, "recall_now_new_actor", "p99"),
+         lat(f, "recall_now_new_actor", "p99"), False),
+        ("recall p50 as of the midpoint, new actor (ms)", lat(s, "recall_as_of_midpoint_new_actor"),
+         lat(f, "recall_as_of_midpoint_new_actor"), False),
+        ("recall p50, single reader repeated (ms)", lat(s, "recall_now_single_reader"), (None, None), False),
+        ("get_fact p50, new actor (ms)", lat(s, "get_fact_new_actor"), (None, None), False),
+        ("get_fact p50, first after a write to own org (ms)", lat(s, "get_fact_first_after_own_org_write"),
+         (None, None), False),
+        ("recall p50, first after a write to own org (ms)", lat(s, "recall_first_after_own_org_write"),
+         (None, None), False),
+        ("single write p50, fresh store (ms)", lat(s, "single_write_fresh_store"), (None, None), False),
+        ("single write p50 on the built store (ms)", lat(s, "single_write_on_built_store"), (None, None), False),
+        ("replay, ms per decision (200 at once)", (s["replay"]["ms_per_decision"], None), (None, None), False),
+        ("Δ peak RSS (MB)", (s["delta_rss_peak_mb"], None), (f.get("delta_rss_peak_mb"), None), False),
     ]
-    lines = [f"records: {result['records']}, workload: tenants (20 orgs x 5 teams x 10 actors), embedder: hashing",
-             "", "| figure | memory_lakehouse | floor (SQLite + numpy) | store / floor |", "|---|---|---|---|"]
+
+    def cell(v: tuple[Optional[float], Optional[float]]) -> str:
+        if v[0] is None:
+            return ""
+        return f"{v[0]:,}" + (f" ({v[1]:,})" if v[1] is not None else "")
+
+    lines = [f"records: {result['records']:,}, workload: tenants (20 orgs x 5 teams x 10 actors), embedder: hashing; "
+             f"load {result.get('loadavg_before')} -> {result.get('loadavg_after')}",
+             "", "| figure | memory_lakehouse (CPU) | floor: SQLite + numpy (CPU) | store / floor |", "|---|---|---|---|"]
     for name, mine, theirs, higher_is_better in rows:
-        ratio = _ratio(theirs, mine) if higher_is_better else _ratio(mine, theirs)
-        lines.append(f"| {name} | {mine} | {'' if theirs is None else theirs} | {ratio if theirs else ''} |")
+        ratio = (_ratio(theirs[0], mine[0]) if higher_is_better else _ratio(mine[0], theirs[0])) if theirs[0] else ""
+        lines.append(f"| {name} | {cell(mine)} | {cell(theirs)} | {ratio} |")
     lines.append(f"\ntop-k starved: {s['top_k_starved']}, as-of leaks: {s['as_of_leaks']}, "
                  f"replay leaks: {s['replay']['leaked_decisions']}; get_fact hit rate {s['get_fact_hit_rate']}")
     return "\n".join(lines)

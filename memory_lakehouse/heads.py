@@ -82,6 +82,7 @@ class OrgHeads:
     slot_values: dict[str, pa.Array]
     nbytes: int = 0
     memo: dict[tuple, pa.Table] = field(default_factory=dict, repr=False)  # results served from this cell
+    memo_bytes: int = 0
     _by_subject: Optional[tuple[np.ndarray, np.ndarray]] = field(default=None, repr=False)
 
     @classmethod

@@ -368,9 +368,11 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 if columns is not None and "_row" in columns:
                     rows = rows.append_column("_row", positions)
                 if heads is not None:  # the same read again returns this very table (callers memoise on it)
-                    if len(heads.memo) >= CACHE_ENTRIES:
+                    if len(heads.memo) >= CACHE_ENTRIES or heads.memo_bytes + rows.nbytes > HEAD_MEMO_BYTES:
                         heads.memo.clear()
+                        heads.memo_bytes = 0
                     heads.memo[memo_key] = rows
+                    heads.memo_bytes += rows.nbytes
         if self.tracers:
             self.trace(f"visible {kind}: {rows.num_rows} row(s) for {principal.id} at {basis.describe()}, "
                        f"picked from the org's slot heads ({source})")
@@ -403,10 +405,10 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         cells[:] = [c for c in cells if c[0] == state][-(HEAD_CELLS - 1):] + [(state, k, v, heads)]
         self._heads_lru[(kind, org)] = None
         self._heads_lru.move_to_end((kind, org))
-        total = sum(c[3].nbytes for cs in self._heads.values() for c in cs)
+        total = sum(c[3].nbytes + c[3].memo_bytes for cs in self._heads.values() for c in cs)
         while total > HEADS_BYTES and len(self._heads_lru) > 1:
             old, _ = self._heads_lru.popitem(last=False)
-            total -= sum(c[3].nbytes for c in self._heads.pop(old, []))
+            total -= sum(c[3].nbytes + c[3].memo_bytes for c in self._heads.pop(old, []))
         return heads, "new: one query for the org"
 
     def _from_reader_set(self, kind: str, principal: Principal, basis: Basis, subject: str,
@@ -648,6 +650,8 @@ DUCKDB_THREADS = 1
 #: all of them may hold.
 HEAD_CELLS = 4
 HEADS_BYTES = 256 * 2**20
+#: Results a cell remembers for readers who read again (a recall's ids: ~50 KB per 1k visible rows).
+HEAD_MEMO_BYTES = 16 * 2**20
 
 #: Remembered single-read results (the visible set of one reader, shape and filter).
 CACHE_ENTRIES = 256
