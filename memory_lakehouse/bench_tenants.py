@@ -232,6 +232,13 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     out["recall_now_new_actor"], now_hits = _timed(recall, [(p, q, None) for p, q in zip(now_readers, queries)])
     out["recall_as_of_midpoint_new_actor"], past_hits = _timed(
         recall, [(p, q, midpoint) for p, q in zip(past_readers, queries[rounds:])])
+    # A/B in the same process: the same kind of reads with the heads switched off (the per-reader
+    # query for each kind, as before them), by actors of their own
+    store.vis.use_heads = False
+    ab = [actor_principal(*a) for a in _actors(random.Random(17), rounds // 4)]
+    out["recall_now_new_actor_per_reader_query"], _ = _timed(
+        recall, [(p, q, None) for p, q in zip(ab, queries[3 * rounds:])])
+    store.vis.use_heads = True
     one = now_readers[0]
     out["recall_now_single_reader"], _ = _timed(recall, [(one, q, None) for q in queries[2 * rounds:3 * rounds]])
     out["top_k_starved"] = sum(len(h) < k for h in now_hits + past_hits)
@@ -353,6 +360,8 @@ def markdown(result: dict[str, Any]) -> str:
          lat(f, "recall_now_new_actor", "p99"), False),
         ("recall p50 as of the midpoint, new actor (ms)", lat(s, "recall_as_of_midpoint_new_actor"),
          lat(f, "recall_as_of_midpoint_new_actor"), False),
+        ("recall p50, new actor, heads off: per-reader query (ms)", lat(s, "recall_now_new_actor_per_reader_query"),
+         (None, None), False),
         ("recall p50, single reader repeated (ms)", lat(s, "recall_now_single_reader"), (None, None), False),
         ("get_fact p50, new actor (ms)", lat(s, "get_fact_new_actor"), (None, None), False),
         ("get_fact p50, first after a write to own org (ms)", lat(s, "get_fact_first_after_own_org_write"),

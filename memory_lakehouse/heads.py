@@ -50,6 +50,9 @@ SLOT_COLUMNS: dict[str, frozenset[str]] = {
 SUBJECT_IN_SLOT = frozenset({"fact", "preference"})
 
 
+_FALSE = pa.scalar(False, pa.bool_())
+
+
 def scope_rule_sql(level: str, b: str) -> str:
     """The scope rule for one level below the org, as the query spells it."""
     return f"(r.{level} IS NULL OR r.{level} = {b})"
@@ -153,10 +156,13 @@ class OrgHeads:
         if not len(idx):
             return idx
         values = self.slot_values[col].take(pa.array(idx, pa.int64()))
-        hit = pc.fill_null(pc.equal(values, value), False).to_numpy(zero_copy_only=False).astype(bool)
+        # typed scalars: with a bare str pyarrow infers a type, and tries to import dateutil, every call
+        hit = pc.fill_null(pc.equal(values, pa.scalar(value, pa.string())), _FALSE)
+        hit = hit.to_numpy(zero_copy_only=False).astype(bool)
         folded = value.casefold()
-        suspects = pc.or_(pc.invert(pc.string_is_ascii(values)), pc.equal(pc.utf8_lower(values), value.lower()))
-        suspects = pc.fill_null(suspects, False).to_numpy(zero_copy_only=False).astype(bool) & ~hit
+        suspects = pc.or_(pc.invert(pc.string_is_ascii(values)),
+                          pc.equal(pc.utf8_lower(values), pa.scalar(value.lower(), pa.string())))
+        suspects = pc.fill_null(suspects, _FALSE).to_numpy(zero_copy_only=False).astype(bool) & ~hit
         if suspects.any() and any(v is not None and v.casefold() == folded
                                   for v in values.filter(pa.array(suspects)).to_pylist()):
             return None

@@ -184,6 +184,10 @@ class Visibility:
     known). The query itself then carries only the narrow columns the rules need.
     """
 
+    #: Serve single reads from the org's slot heads (`_from_heads`); False runs the per-reader
+    #: query for every read (the bench's A/B, and a way to rule the heads out when diagnosing).
+    use_heads: bool = True
+
     def __init__(self, lake: Lake) -> None:
         self.lake = lake
         self.con = duckdb.connect(config={"threads": DUCKDB_THREADS})
@@ -318,7 +322,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         result. ``include_proposals`` returns proposals instead of active memory (the
         review queue); ``heads_only=False`` returns every live version.
         """
-        if heads_only and not include_proposals:
+        if heads_only and not include_proposals and self.use_heads:
             fast = self._from_heads(kind, principal, basis, subject, filters, columns)
             if fast is not None:
                 return fast
@@ -349,7 +353,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             return None
         org = principal.scope.org
         with self._lock:
-            self.lake.refresh()
+            self.lake.refresh(kinds=[kind])  # the store's basis refreshed every table just before
             heads, source = self._heads_at(kind, org, basis)
             memo_key = (principal.scope, subject, tuple(sorted(filters.items())),
                         None if columns is None else tuple(columns))
