@@ -353,7 +353,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             return None
         org = principal.scope.org
         with self._lock:
-            self.lake.refresh(kinds=[kind])  # the store's basis refreshed every table just before
+            self.lake.refresh()  # every table: a multi-table transaction's rows are known once its last part is
             heads, source = self._heads_at(kind, org, basis)
             memo_key = (principal.scope, subject, tuple(sorted(filters.items())),
                         None if columns is None else tuple(columns))
