@@ -391,7 +391,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                              "store from a fresh process")
     parser.add_argument("--embedder", choices=("default", "hashing"), default="default",
                         help="with --recall: the default model, or feature hashing for a quick run")
+    parser.add_argument("--workload", choices=("store", "tenants"), default="store",
+                        help="store: the single-reader store and recall figures above; tenants: 20 orgs x 5 teams "
+                             "x 10 actors, each read by a new actor, beside the SQLite + numpy floor of scripts/")
     args = parser.parse_args(argv)
+    if args.workload == "tenants":
+        from .bench_tenants import main as tenants_main
+
+        tenants_main(args.records, root=args.store, quick=args.quick)
+        return
     json.dump(run(args.records, quick=args.quick, root=args.store, recall=args.recall, embedder=args.embedder),
               sys.stdout, indent=2)
     print()

@@ -466,8 +466,10 @@ class Lake:
         schema = SPECS[kind].schema
         parts = []
         own_txn, own_rows = self._own_writes.get(kind, (None, None))
-        if own_rows is not None and len(adds) == 1 and [c.txn_id for c in commits] == [own_txn]:
-            view.paths.add(unquote(adds[0]["path"]))  # our own append, one file: no need to read it back
+        if own_rows is not None and adds and [c.txn_id for c in commits] == [own_txn]:
+            # our own append (one file per org partition it touched): the rows are the ones just
+            # written, no need to read them back (a batch mixing 20 orgs read 20 files: ~9 ms)
+            view.paths.update(unquote(add["path"]) for add in adds)
             adds, parts = [], [own_rows.select(schema.names).cast(schema)]
         for add in adds:
             path = unquote(add["path"])

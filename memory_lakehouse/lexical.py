@@ -9,6 +9,8 @@ its words hold — which is what hybrid fusion adds to a cosine (`retrieve.fuse_
 
 from __future__ import annotations
 
+import functools
+
 import math
 import threading
 from typing import Any, Optional, Sequence
@@ -45,6 +47,12 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
 
     return bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), token_pattern=TOKEN_PATTERN,
                           return_ids=False, show_progress=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def query_tokens(query: str) -> tuple[str, ...]:
+    """`tokenize` of one query, remembered (recall tokenizes its query twice per org: scores, coverage)."""
+    return tuple(tokenize([query])[0])
 
 
 def lexical_scores(query: str, texts: Sequence[str]) -> np.ndarray:
@@ -97,7 +105,7 @@ class Bm25:
         (rows newer than the org's model are weighed by the org's, not by their own few).
         """
         out = np.zeros(self.size, dtype=np.float32)
-        words = list(dict.fromkeys(tokenize([query])[0]))
+        words = list(dict.fromkeys(query_tokens(query)))
         if not words or self.model is None:
             return out
         idf = (idf_from or self).idf(words)
@@ -114,7 +122,7 @@ class Bm25:
     def scores(self, query: str, mask: Optional[np.ndarray] = None) -> np.ndarray:
         if self.model is None:
             return np.zeros(self.size, dtype=np.float32)
-        tokens = [t for t in tokenize([query])[0] if t in self.model.vocab_dict]
+        tokens = [t for t in query_tokens(query) if t in self.model.vocab_dict]
         if not tokens:
             return np.zeros(self.size, dtype=np.float32)
         scores = np.asarray(self.model.get_scores(tokens), dtype=np.float32)

@@ -28,7 +28,7 @@ import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import duckdb
@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import ValidationError
+from .heads import SCOPE_LEVELS, SLOT_COLUMNS, SUBJECT_IN_SLOT, OrgHeads, scope_rule_sql
 from .lake import Lake
 from .records import SPECS, subject_key
 from .scope import Principal
@@ -112,7 +113,7 @@ def refreshed_expiry_sql(sightings: str, known_at: str, valid_at: str, alias: st
 
 def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *, heads_only: bool,
                    expiry: str = "r.expires_at", carry: Sequence[str] = (), narrow: Sequence[str] = (),
-                   subject_first: bool = True) -> str:
+                   subject_first: bool = True, per_scope: bool = False) -> str:
     """The rules of `Visibility.visible` as SQL; ``b(col)`` names a basis value.
 
     One builder for every read: a single read passes its basis as parameters, a replay
@@ -125,12 +126,20 @@ def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *
     value. *carry* are the ``r.<col> AS <alias>`` expressions those predicates read.
     With *subject_first* the subject narrows the scan itself, which is exact only when
     every slot belongs to one subject (`SUBJECT_SLOTS`).
+
+    ``per_scope=True`` stops before the reader: the head of every (slot, scope) of the
+    basis's org, with a ``live`` flag (not ended, not expired) instead of dropping dead
+    heads, and the scope rules and the per-slot pick left to `heads.OrgHeads`, which
+    serves any reader of the org from it (a scope has no gaps, so one (slot, scope) per
+    (slot, depth) matches a reader). It takes no narrowing: `OrgHeads` applies the
+    filters it can after the heads, the same order as here.
     """
+    if per_scope and narrow:
+        raise ValueError("per-scope heads take no narrowing: OrgHeads filters after the heads")
+    scope_rules = [] if per_scope else [scope_rule_sql(level, b(level)) for level in SCOPE_LEVELS]
     basis_rules = [
         f"r.org = {b('org')}",
-        f"(r.division IS NULL OR r.division = {b('division')})",
-        f"(r.team IS NULL OR r.team = {b('team')})",
-        f"(r.actor IS NULL OR r.actor = {b('actor')})",
+        *scope_rules,
         f"r.known_since <= {b('known_at')}",  # system time: known by then
         f"(r.retracted_since IS NULL OR r.retracted_since > {b('known_at')})",  # not yet retracted then
         f"r.valid_from <= {b('valid_at')}",  # world time: begun by then
@@ -141,11 +150,21 @@ def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *
         basis_rules.append(subject_rule)
     else:  # after the heads: the subject is one more narrowing of what is visible
         narrow.append("(basis_subject_key IS NULL OR subject_key = basis_subject_key)")
-    head = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth "
+    by_scope = ", division, team, actor" if per_scope else ""
+    head = (f"QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth{by_scope} "
             "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, _row DESC) = 1" if heads_only else "")
     slot = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id ORDER BY scope_depth DESC) = 1"
-            if heads_only else "")
-    extra = "".join(f", {c}" for c in carry)
+            if heads_only and not per_scope else "")
+    live = ("(valid_to IS NULL OR valid_to > basis_valid_at)"  # the head has not ended
+            " AND (expires_at IS NULL OR expires_at > basis_valid_at)")  # nor expired
+    extra = "".join(f", r.{c}" for c in SCOPE_LEVELS) if per_scope else ""
+    extra += "".join(f", {c}" for c in carry)
+    if per_scope:
+        heads_cte = "SELECT * FROM candidates"
+        selected = f"decision_id, _row, lineage_id, scope_depth, division, team, actor, {live} AS live"
+    else:
+        heads_cte = f"SELECT * FROM candidates\n    WHERE {live}\n    {slot}"
+        selected = "decision_id, _row, scope_depth"
     return f"""
 WITH candidates AS (
     SELECT r._row, r.lineage_id, r.valid_from, r.valid_to, {expiry} AS expires_at, r.known_since, r.commit_version,
@@ -155,12 +174,9 @@ WITH candidates AS (
     WHERE {' AND '.join(list(basis_rules) + list(where))}
     {head}
 ), heads AS (
-    SELECT * FROM candidates
-    WHERE (valid_to IS NULL OR valid_to > basis_valid_at)   -- the head has not ended
-      AND (expires_at IS NULL OR expires_at > basis_valid_at)  -- nor expired
-    {slot}
+    {heads_cte}
 )
-SELECT decision_id, _row, scope_depth FROM heads
+SELECT {selected} FROM heads
 {"WHERE " + " AND ".join(narrow) if narrow else ""}
 ORDER BY decision_id, valid_from DESC, known_since DESC
 """
@@ -208,6 +224,10 @@ class Visibility:
     known). The query itself then carries only the narrow columns the rules need.
     """
 
+    #: Serve single reads from the org's slot heads (`_from_heads`); False runs the per-reader
+    #: query for every read (the bench's A/B, and a way to rule the heads out when diagnosing).
+    use_heads: bool = True
+
     def __init__(self, lake: Lake) -> None:
         self.lake = lake
         self.con = duckdb.connect(config={"threads": DUCKDB_THREADS})
@@ -221,6 +241,9 @@ class Visibility:
         self._cache_bytes = 0  # Arrow bytes held by the entries of _cache
         self._bounds: dict[str, _Boundaries] = {}
         self._last_reads: "OrderedDict[tuple, tuple]" = OrderedDict()  # (kind, reader scope) -> last basis
+        # (kind, org) -> [(state, known_at µs, valid_at µs, OrgHeads)]: slot heads per basis cell
+        self._heads: dict[tuple[str, str], list[tuple[tuple, int, int, OrgHeads]]] = {}
+        self._heads_lru: "OrderedDict[tuple[str, str], None]" = OrderedDict()
 
     # ---------------------------------------------------------------- plumbing
 
@@ -339,6 +362,10 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         result. ``include_proposals`` returns proposals instead of active memory (the
         review queue); ``heads_only=False`` returns every live version.
         """
+        if heads_only and not include_proposals and self.use_heads:
+            fast = self._from_heads(kind, principal, basis, subject, filters, columns)
+            if fast is not None:
+                return fast
         if subject is not None and heads_only and not include_proposals:
             narrowed = self._from_reader_set(kind, principal, basis, subject, filters, columns)
             if narrowed is not None:
@@ -348,6 +375,87 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                               heads_only=heads_only, columns=columns)
         self.trace(f"visible {kind}: {result.num_rows} row(s) for {principal.id} at {basis.describe()}")
         return result
+
+    def _from_heads(self, kind: str, principal: Principal, basis: Basis, subject: Optional[str],
+                    filters: Optional[Mapping[str, Any]], columns: Optional[Sequence[str]]) -> Optional[pa.Table]:
+        """The read served from the org's slot heads at the basis (`heads.OrgHeads`), or None.
+
+        The heads come from the query run once per org, snapshot and basis cell
+        (`visibility_sql(..., per_scope=True)`); every reader of the org at an equivalent
+        basis is then served by numpy masks. Only filters on a kind's slot columns (and a
+        subject, for kinds whose slot holds it) can be applied after the heads are chosen;
+        other reads return None and run the per-reader query.
+        """
+        filters = dict(filters or {})
+        slot_columns = SLOT_COLUMNS.get(kind, frozenset())
+        if kind not in SPECS or (subject is not None and kind not in SUBJECT_IN_SLOT) \
+                or any(not isinstance(v, str) or c not in slot_columns for c, v in filters.items()):
+            return None
+        org = principal.scope.org
+        with self._lock:
+            self.lake.refresh()  # every table: a multi-table transaction's rows are known once its last part is
+            if self._refreshed(kind):  # sightings move expiries: instants the cells do not track
+                return None
+            heads, source = self._heads_at(kind, org, basis)
+            memo_key = (principal.scope, subject, tuple(sorted(filters.items())),
+                        None if columns is None else tuple(columns))
+            rows = heads.memo.get(memo_key) if heads is not None else None
+            if rows is None:
+                if heads is None:
+                    positions = pa.array([], pa.int64())
+                else:
+                    idx = heads.visible(principal.scope, self.lake.all_rows(kind),
+                                        subject_key=subject_key(subject) if subject is not None else None,
+                                        filters=filters)
+                    if idx is None:
+                        return None
+                    positions = pa.array(heads.rows[idx], pa.int64())
+                rows = self._take(kind, positions, None if columns is None else [c for c in columns if c != "_row"])
+                if columns is not None and "_row" in columns:
+                    rows = rows.append_column("_row", positions)
+                if heads is not None:  # the same read again returns this very table (callers memoise on it)
+                    if len(heads.memo) >= CACHE_ENTRIES or heads.memo_bytes + rows.nbytes > HEAD_MEMO_BYTES:
+                        heads.memo.clear()
+                        heads.memo_bytes = 0
+                    heads.memo[memo_key] = rows
+                    heads.memo_bytes += rows.nbytes
+        if self.tracers:
+            self.trace(f"visible {kind}: {rows.num_rows} row(s) for {principal.id} at {basis.describe()}, "
+                       f"picked from the org's slot heads ({source})")
+        return rows
+
+    def _heads_at(self, kind: str, org: str, basis: Basis) -> tuple[Optional[OrgHeads], str]:
+        """*org*'s slot heads at a basis equivalent to *basis*: remembered, or from the query.
+
+        None when no append brought *org* rows of *kind* (every rule matches the row's org
+        to the reader's: nothing can be visible). A cell is reused while the org's rows,
+        the snapshot and the ledger are unchanged and no row boundary lies between its
+        basis and *basis* (`_Boundaries.crosses`), as for remembered results.
+        """
+        bounds = self._boundaries(kind)
+        if not bounds.appends.get(org, 0):
+            return None, "no rows"
+        state = self._state(kind, org)
+        k, v = _micros(basis.known_at), _micros(basis.valid_at)
+        cells = self._heads.setdefault((kind, org), [])
+        for cell in cells:
+            if cell[0] == state and not bounds.crosses(org, (cell[1], k), (cell[2], v)):
+                self._heads_lru.move_to_end((kind, org))
+                return cell[3], "from cache: no row boundary between the bases"
+        table = self._register(kind)
+        params = {"basis_org": org, "basis_known_at": basis.known_at, "basis_valid_at": basis.valid_at,
+                  "basis_decision_id": "read", "basis_subject_key": None}
+        sql = visibility_sql(f"{table} r", lambda c: f"$basis_{c}", ["NOT r.hidden", "r.status = 'active'"],
+                             heads_only=True, per_scope=True)
+        heads = OrgHeads.build(self.execute(sql, params), self.lake.all_rows(kind), kind)
+        cells[:] = [c for c in cells if c[0] == state][-(HEAD_CELLS - 1):] + [(state, k, v, heads)]
+        self._heads_lru[(kind, org)] = None
+        self._heads_lru.move_to_end((kind, org))
+        total = sum(c[3].nbytes + c[3].memo_bytes for cs in self._heads.values() for c in cs)
+        while total > HEADS_BYTES and len(self._heads_lru) > 1:
+            old, _ = self._heads_lru.popitem(last=False)
+            total -= sum(c[3].nbytes + c[3].memo_bytes for c in self._heads.pop(old, []))
+        return heads, "new: one query for the org"
 
     def _from_reader_set(self, kind: str, principal: Principal, basis: Basis, subject: str,
                          filters: Optional[Mapping[str, Any]], columns: Optional[Sequence[str]]) -> Optional[pa.Table]:
@@ -560,6 +668,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
 
     def clear_cache(self) -> None:
         with self._lock:
+            self._heads.clear()
+            self._heads_lru.clear()
             self._cache.clear()
             self._cache_bytes = 0
 
@@ -611,14 +721,25 @@ SUBJECT_SLOTS = frozenset({"fact", "preference"})
 #: thread anyway, and each extra thread kept ~90 MB of allocator caches (RSS 476 vs 386 MB).
 DUCKDB_THREADS = 1
 
+#: Basis cells of slot heads kept per (kind, org) (now, and a few past bases), and the bytes
+#: all of them may hold.
+HEAD_CELLS = 4
+HEADS_BYTES = 256 * 2**20
+#: Results a cell remembers for readers who read again (a recall's ids: ~50 KB per 1k visible rows).
+HEAD_MEMO_BYTES = 16 * 2**20
+
 #: Remembered single-read results (the visible set of one reader, shape and filter).
 CACHE_ENTRIES = 256
 #: ... and at most this many bytes of them (a reader's whole visible set grows with the store).
 CACHE_BYTES = 64 * 2**20
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICRO = timedelta(microseconds=1)
+
+
 def _micros(value: datetime) -> int:
-    return int(value.timestamp() * 1_000_000) if value.tzinfo else int(value.replace(tzinfo=timezone.utc).timestamp() * 1_000_000)
+    return ((value if value.tzinfo else value.replace(tzinfo=timezone.utc)) - _EPOCH) // _MICRO
 
 
 class _Boundaries:

@@ -343,8 +343,8 @@ class KindSpec:
         parts = [pc.fill_null(rows.column(p), _EMPTY) if p in names else _literal(p) for p in self.text_parts]
         return pc.binary_join_element_wise(*parts, _EMPTY)
 
-    @property
-    def schema(self) -> pa.Schema:
+    @functools.cached_property
+    def schema(self) -> pa.Schema:  # built once: reads ask for it on every take
         return pa.schema(ENVELOPE_FIELDS + list(self.columns))
 
 

@@ -32,6 +32,7 @@ from .time import Basis, Clock, StoreClock, require_aware, resolve_basis
 from .write import BatchResult, Writer, WriteResult
 
 if TYPE_CHECKING:
+    from .batch import Batch
     from .capture.loaders import LoadReport
     from .capture.pipeline import CaptureJob, CaptureResult, Seen
 
@@ -182,6 +183,24 @@ class MemoryStore:
         """
         return self.writer.commit(list(records), self._principal(by), scope=scope, reason=reason,
                                   generation=generation)
+
+    def batch(self, *, reason: Optional[str] = None) -> "Batch":
+        """Records of many principals, one commit, each authorised by its own principal.
+
+        >>> # with store.batch() as b:
+        >>> #     b.write(Fact("user:1", "plan", "Pro", t, source="crm"), by=alice)
+        >>> #     b.write(Fact("user:2", "plan", "Free", t, source="crm"), by=bob)
+        >>> # b.result  # the BatchResult, in the order written
+        """
+        from .batch import Batch
+
+        self._check_open()
+        return Batch(self, reason=reason)
+
+    def _commit_batch(self, records: Sequence[Envelope], by: Sequence[Principal], *,
+                      reason: Optional[str] = None) -> BatchResult:
+        self._check_open()
+        return self.writer.commit(list(records), by[0], by_record=list(by), reason=reason)
 
     def propose(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
                 reason: Optional[str] = None) -> WriteResult:

@@ -156,12 +156,12 @@ class Writer:
         target = record.scope or scope or principal.scope
         if not isinstance(target, Scope):
             raise ValidationError("scope must be a Scope", field="scope")
-        if (target, status) not in self._allowed:  # one permission check per scope in a batch
+        if (id(principal), target, status) not in self._allowed:  # one check per principal and scope in a batch
             if status == "proposed":
                 principal.check_propose(target)
             else:
                 principal.check_write(target)
-            self._allowed.add((target, status))
+            self._allowed.add((id(principal), target, status))
         if record.authority is not None and record.authority not in AUTHORITIES:
             raise ValidationError(f"authority must be one of {', '.join(AUTHORITIES)}", field="authority")
         if record.confidence is not None and not (
@@ -192,12 +192,13 @@ class Writer:
         check_record_text(own, self.max_text_bytes)
         return own
 
-    def _validate_all(self, records: Sequence[Envelope], principal: Principal, scope: Optional[Scope],
+    def _validate_all(self, records: Sequence[Envelope], who: Sequence[Principal], scope: Optional[Scope],
                       status: Status, now: datetime) -> list[Envelope]:
-        """`_validate` each record; a bad one in a batch is named by its index (`ValidationError.index`)."""
+        """`_validate` each record (by its principal in *who*); a bad one in a batch is named by its
+        index (`ValidationError.index`)."""
         out: list[Envelope] = []
         try:
-            for r in records:
+            for r, principal in zip(records, who):
                 out.append(self._validate(r, principal, scope, status, now))
         except ValidationError as exc:
             raise exc.at(len(out), prefix=len(records) > 1) from None
@@ -466,27 +467,36 @@ class Writer:
         generation: Optional[int | Mapping[str, int]] = None,
         op: str = "write",
         reconcile: bool = True,
+        by_record: Optional[Sequence[Principal]] = None,
     ) -> BatchResult:
         """Validate, redact, reconcile and append *records* in one transaction.
 
         Records are copied once (`_validate`); later steps fill in that copy, which no
         caller has seen yet, instead of copying a frozen record again per step.
+        *by_record* (`store.batch()`) names each record's own principal, which authorises
+        it; the commit's actor is then every distinct principal, comma-separated.
         """
-        if not isinstance(principal, Principal):
-            raise ValidationError("by= must be a Principal", field="by")
         if isinstance(records, Envelope):
             records = [records]
+        who = list(by_record) if by_record is not None else [principal] * len(records)
+        if len(who) != len(records) or not all(isinstance(p, Principal) for p in who) \
+                or not isinstance(principal, Principal):
+            raise ValidationError("by= must be a Principal", field="by")
         if not records:
             return BatchResult((), None)
         if isinstance(reason, str):
             check_text("reason", reason, self.max_text_bytes)
         now = self.lake.clock.peek()
-        self._allowed: set[tuple[Scope, str]] = set()
-        validated = self._validate_all(records, principal, scope, status, now)
+        self._allowed: set[tuple[int, Scope, str]] = set()
+        validated = self._validate_all(records, who, scope, status, now)
         prepared = list(zip(validated, self._redact(validated)))
-        for kind in {r.kind for r in validated}:
-            for check in self.checks.get(kind, ()):
-                check([r for r in validated if r.kind == kind], self.vis, principal, status)
+        groups: dict[int, tuple[Principal, list[Envelope]]] = {}
+        for r, p in zip(validated, who):
+            groups.setdefault(id(p), (p, []))[1].append(r)
+        for p, mine in groups.values():
+            for kind in {r.kind for r in mine}:
+                for check in self.checks.get(kind, ()):
+                    check([r for r in mine if r.kind == kind], self.vis, p, status)
         names = {r.subject_name for r in validated}
         keys = {subject_key(name) for name in names}
         current = self.generations(keys)
@@ -517,7 +527,8 @@ class Writer:
             return BatchResult(tuple(res for _, res, _ in planned), None)
         committed_at = self.lake.clock.read()
         meta = commit_metadata(
-            txn_id=txn_id, committed_at=committed_at, op=op, actor=principal.id,
+            txn_id=txn_id, committed_at=committed_at, op=op,
+            actor=",".join(sorted({p.id for p, _ in groups.values()})),
             reason=self._commit_reason(reason, names),
             writers=[scrub_subjects(source, names) for source in {r.source for r, _, _ in planned}],
             kinds=list(rows), records=sum(len(v) for v in rows.values()),

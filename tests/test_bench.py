@@ -32,3 +32,33 @@ def test_a_fresh_process_reports_its_own_peak_not_its_parents():
     del ballast
     # ru_maxrss in the child would be at least the parent's peak: Linux carries it across exec
     assert child < parent - 200
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload(tmp_path, monkeypatch):
+    from memory_lakehouse import bench_tenants
+
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout: scripts/
+    out = bench_tenants.run(2000, root=str(tmp_path / "store"), rounds=5)
+    store, floor = out["store"], out["floor"]
+    assert floor is not None and floor["recall_now_new_actor"]["n"] == 5
+    assert store["recall_now_new_actor"]["n"] == store["get_fact_new_actor"]["n"] == 5
+    assert store["as_of_leaks"] == 0 and store["replay"]["leaked_decisions"] == 0
+    assert store["top_k_starved"] == 0 and store["get_fact_hit_rate"] == 1.0
+    table = bench_tenants.markdown(out)
+    assert "| recall p50, each query a new actor (ms) |" in table and "store / floor" in table
+
+
+def test_the_tenants_workload_supersedes_a_fifth_of_its_slots_and_mixes_orgs_in_a_batch():
+    from memory_lakehouse.bench_tenants import BATCH, Workload
+
+    work = Workload()
+    records = [work.record(i) for i in range(6 * BATCH)]
+    slots = {(f.subject, f.attribute, f.scope) for f, _, _ in records}
+    superseding = len(records) - len(slots)
+    assert abs(superseding / len(slots) - 0.2) < 0.05
+    assert len({f.scope.org for f, _, _ in records[:BATCH]}) == 20
+    assert len({by.id for _, by, _ in records[:BATCH]}) > 100
+    levels = {f.scope.depth for f, _, _ in records if f.scope.org == "org03"}
+    assert levels == {1, 3, 4}

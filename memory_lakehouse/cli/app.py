@@ -256,7 +256,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
     bench_main(["--records", str(args.records), "--embedder", args.embedder]
                + (["--quick"] if args.quick else []) + (["--recall"] if args.recall else [])
-               + (["--store", args.store] if args.store else []))
+               + (["--store", args.store] if args.store else []) + ["--workload", args.workload])
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
@@ -324,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recall", action="store_true", help="recall figures: index build, latency vs floor, RSS")
     p.add_argument("--embedder", choices=("default", "hashing"), default="default")
     p.add_argument("--store", help="where to build the bench store (default: a temp dir)")
+    p.add_argument("--workload", choices=("store", "tenants"), default="store",
+                   help="tenants: many orgs, teams and actors, each read by a new actor, beside a SQLite floor")
     p.set_defaults(fn=cmd_bench)
     # every argument (options included) goes to the suite's own parser: `memlake eval --help` is its help
     p = sub.add_parser("eval", help="behavioural evals, ours vs a naive memory: NAME... | all, --quick, --out DIR",

@@ -1,0 +1,412 @@
+"""The multi-tenant workload (``memlake bench --workload tenants``), beside a hand-written floor.
+
+Facts over 20 orgs x 5 teams x 10 actors: a fifth of the rows at an org's scope, two
+fifths at a team's, two fifths at an actor's; one record in six (from the second batch
+on) supersedes the slot of the record 1,000 before it (same scope, later valid_from):
+20% of slots superseded. Ingest in batches of 1,000 records that mix every org, team
+and actor, each record written by its own principal in one `store.batch()`; a batch
+commits an hour after its last valid_from (system time trails world time).
+
+Then, each read by a different actor (a principal the store has not served): recall
+k = 8 now and as of the midpoint, `get_fact`, and reads right after a write to the
+reader's own org; the single-reader row repeats one actor (what `scripts/bench.py`
+measures); 200 decisions replayed. Store cost only: every query is embedded once before
+the clock starts, the embedder is feature hashing. The floor (``scripts/floor_sqlite.py``:
+SQLite + numpy, loaded by path from a checkout) ingests the same rows and answers the
+same searches in the same process. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Optional, Sequence
+
+from .records import Fact
+from .scope import Principal, Scope
+
+ORGS = tuple(f"org{i:02d}" for i in range(20))
+TEAMS = 5
+ACTORS = 10
+ATTRIBUTES = ("plan", "region", "sso_provider", "billing_cycle", "seats", "support_tier", "language", "timezone")
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu enterprise starter pro team").split()
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+BATCH = 1000
+#: A record this far back has the same org, team, actor and level (1000 = 20 * 5 * 10).
+SUPERSEDE_BACK = 1000
+
+
+def _place(i: int) -> tuple[str, str, str, int]:
+    """(org, team, actor, level) of record *i*: level 0 org, 1-2 team, 3-4 actor.
+
+    Every org gets every level; record ``i - SUPERSEDE_BACK`` has the same place."""
+    return ORGS[i % 20], f"team{(i // 20) % TEAMS}", f"a{(i // 100) % ACTORS}", (i // 20 + 2 * (i // 100)) % 5
+
+
+def scope_of(org: str, team: str, actor: str, level: int) -> Scope:
+    if level == 0:
+        return Scope(org)
+    if level <= 2:
+        return Scope(org, "support", team)
+    return Scope(org, "support", team, f"{org}-{team}-{actor}")
+
+
+def actor_principal(org: str, team: str, actor: str) -> Principal:
+    return Principal(f"{org}-{team}-{actor}", Scope(org, "support", team, f"{org}-{team}-{actor}"), role="member")
+
+
+class Workload:
+    """Records by index, and the principal who writes each."""
+
+    def __init__(self) -> None:
+        self._writers: dict[tuple[str, str, str, int], Principal] = {}
+
+    def slot_of(self, i: int) -> int:
+        """The index whose slot record *i* writes (itself, or the one it supersedes)."""
+        return i - SUPERSEDE_BACK if i % 6 == 5 and i >= SUPERSEDE_BACK else i
+
+    def record(self, i: int) -> tuple[Fact, Principal, dict[str, Any]]:
+        j = self.slot_of(i)
+        org, team, actor, level = _place(j)
+        rng = random.Random(i)
+        value = " ".join(rng.choice(WORDS) for _ in range(6))
+        subject, attribute = f"user:{j // 8}", ATTRIBUTES[j % 8]
+        scope = scope_of(org, team, actor, level)
+        valid_from = T0 + timedelta(minutes=i)
+        fact = Fact(subject, attribute, value, valid_from, source="bench@v1", scope=scope)
+        row = {"org": org, "team": scope.team, "actor": scope.actor, "subject": subject, "attribute": attribute,
+               "value": value, "text": f"{subject} {attribute}: {value}", "valid_from": valid_from}
+        return fact, self.writer(org, team, actor, level), row
+
+    def writer(self, org: str, team: str, actor: str, level: int) -> Principal:
+        key = (org, team, actor, min(level, 1) if level < 3 else 3)
+        p = self._writers.get(key)
+        if p is None:
+            if level == 0:
+                p = Principal(f"steward-{org}", Scope(org), role="curator")
+            elif level <= 2:
+                p = Principal(f"lead-{org}-{team}", Scope(org, "support", team), role="curator")
+            else:
+                p = actor_principal(org, team, actor)
+            self._writers[key] = p
+        return p
+
+
+class _Clock:
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _pct(samples: Sequence[float], q: float) -> float:
+    ordered = sorted(samples)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+
+def _stats(samples: Sequence[float], cpu: Sequence[float] = ()) -> dict[str, float]:
+    out = {"p50_ms": _pct(samples, 0.5), "p99_ms": _pct(samples, 0.99), "mean_ms": round(statistics.fmean(samples), 3),
+           "n": len(samples)}
+    if cpu:  # CPU time of this process: what the call costs, less the waits for a shared machine's cores
+        out.update(cpu_p50_ms=_pct(cpu, 0.5), cpu_p99_ms=_pct(cpu, 0.99))
+    return out
+
+
+def _timed(fn: Callable[[Any], Any], items: Sequence[Any]) -> tuple[dict[str, float], list[Any]]:
+    out, cpu, results = [], [], []
+    for item in items:
+        c, t = time.process_time(), time.perf_counter()
+        results.append(fn(item))
+        out.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+    return _stats(out, cpu), results
+
+
+def _proc_mb(field: str) -> float:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _reset_peak() -> None:
+    """Reset this process's peak RSS (VmHWM) to its current RSS (Linux: clear_refs 5)."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+def load_floor(path: Optional[str] = None) -> Optional[ModuleType]:
+    """scripts/floor_sqlite.py from a checkout (the floor is not part of the library)."""
+    candidates = [Path(path)] if path else [Path.cwd() / "scripts" / "floor_sqlite.py",
+                                            Path(__file__).resolve().parents[1] / "scripts" / "floor_sqlite.py"]
+    for candidate in candidates:
+        if candidate.is_file():
+            spec = importlib.util.spec_from_file_location("floor_sqlite", candidate)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    return None
+
+
+def _queries(rng: random.Random, n: int) -> list[str]:
+    return [" ".join(rng.sample(WORDS, 3)) for _ in range(n)]
+
+
+def _actors(rng: random.Random, n: int) -> list[tuple[str, str, str]]:
+    every = [(org, f"team{t}", f"a{a}") for org in ORGS for t in range(TEAMS) for a in range(ACTORS)]
+    rng.shuffle(every)
+    return (every * (n // len(every) + 1))[:n]
+
+
+def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict[str, Any]:
+    from . import open as open_store
+    from .embed import HashingEmbedder
+
+    work = Workload()
+    clock = _Clock(T0)
+    _reset_peak()
+    rss_before = _proc_mb("VmRSS")
+    store = open_store(root, clock=clock, embedder=HashingEmbedder(dim=384))
+    out: dict[str, Any] = {"records": records, "store": root, "embedder": store.retriever.embedder.name}
+    first = actor_principal(ORGS[0], "team0", "a0")
+    out["single_write_fresh_store"], _ = _timed(
+        lambda i: store.write(Fact(f"single:{i}", "plan", f"value {i}", T0, source="bench@v1"), by=first),
+        list(range(20)))
+    spent, spent_cpu, midpoint = 0.0, 0.0, None
+    for start in range(0, records, BATCH):
+        items = [work.record(i) for i in range(start, min(records, start + BATCH))]
+        clock.now = max(clock.now, items[-1][0].valid_from + timedelta(hours=1))
+        c, t = time.process_time(), time.perf_counter()
+        with store.batch() as b:
+            for fact, by, _ in items:
+                b.write(fact, by=by)
+        spent += time.perf_counter() - t
+        spent_cpu += time.process_time() - c
+        if midpoint is None and start + BATCH >= records // 2:
+            midpoint = clock.now
+    out["ingest_rps"] = round(records / spent, 1)
+    out["ingest_rps_cpu"] = round(records / spent_cpu, 1)  # records per CPU-second of this process
+    out["rss_after_ingest_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
+    clock.now += timedelta(days=1)
+    t = time.perf_counter()
+    store.rebuild_index()
+    out["index_build_s"] = round(time.perf_counter() - t, 1)
+    assert midpoint is not None
+
+    rng = random.Random(5)
+    queries = _queries(rng, rounds * 4)
+    for q in queries:
+        store.retriever.embed_query(q)  # store cost only: every query embedded before the clock
+    actors = _actors(rng, rounds * 3)
+    readers = [actor_principal(*a) for a in actors]
+    now_readers, past_readers, fact_readers = readers[:rounds], readers[rounds:2 * rounds], readers[2 * rounds:]
+
+    # a serving store has met each org before: its BM25 model is built and its partition loaded
+    # (one recall per org by its steward, not timed); the readers below are all new to the store
+    for org in ORGS:
+        store.recall("warm up", by=Principal(f"steward-{org}", Scope(org), role="curator"), k=k)
+
+    def recall(args: tuple[Principal, str, Optional[datetime]]) -> list[Any]:
+        who, q, as_of = args
+        return store.recall(q, by=who, k=k, as_of=as_of)
+
+    out["recall_now_new_actor"], now_hits = _timed(recall, [(p, q, None) for p, q in zip(now_readers, queries)])
+    out["recall_as_of_midpoint_new_actor"], past_hits = _timed(
+        recall, [(p, q, midpoint) for p, q in zip(past_readers, queries[rounds:])])
+    # A/B in the same process: the same kind of reads with the heads switched off (the per-reader
+    # query for each kind, as before them), by actors of their own
+    store.vis.use_heads = False
+    ab = [actor_principal(*a) for a in _actors(random.Random(17), rounds // 4)]
+    out["recall_now_new_actor_per_reader_query"], _ = _timed(
+        recall, [(p, q, None) for p, q in zip(ab, queries[3 * rounds:])])
+    store.vis.use_heads = True
+    one = now_readers[0]
+    out["recall_now_single_reader"], _ = _timed(recall, [(one, q, None) for q in queries[2 * rounds:3 * rounds]])
+    out["top_k_starved"] = sum(len(h) < k for h in now_hits + past_hits)
+    out["as_of_leaks"] = sum(any((h.record.known_since or T0) > midpoint or h.record.valid_from > midpoint
+                                 for h in hits) for hits in past_hits)
+
+    def own_slot(who: Principal, i: int) -> tuple[str, str]:
+        """A slot every actor of *who*'s org sees: one written at the org's scope."""
+        o = ORGS.index(who.scope.org)
+        pick = random.Random(i)
+        while True:
+            j = o + 20 * pick.randrange(max(1, records // 20))
+            if _place(j)[3] == 0 and work.slot_of(j) == j:
+                return f"user:{j // 8}", ATTRIBUTES[j % 8]
+
+    def get_fact(args: tuple[Principal, int]) -> Any:
+        who, i = args
+        subject, attribute = own_slot(who, i)
+        return store.get_fact(subject, attribute, by=who)
+
+    out["get_fact_new_actor"], facts = _timed(get_fact, list(zip(fact_readers, range(rounds))))
+    out["get_fact_hit_rate"] = round(sum(f is not None for f in facts) / len(facts), 3)
+
+    # a write to the reader's own org, then the first read by another actor of that org
+    samples: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in ("write", "get", "recall")}
+
+    def clocked(name: str, fn: Callable[[], Any]) -> None:
+        c, t = time.process_time(), time.perf_counter()
+        fn()
+        samples[name][0].append((time.perf_counter() - t) * 1000)
+        samples[name][1].append((time.process_time() - c) * 1000)
+
+    for i in range(min(rounds, 50)):
+        org = ORGS[i % 20]
+        writer = actor_principal(org, "team0", "a0")
+        reader = actor_principal(org, f"team{1 + i % 4}", f"a{i % ACTORS}")
+        lead = Principal(f"lead-{org}", Scope(org), role="curator")
+        clocked("write", lambda: store.write(Fact(f"fresh:{i}", "plan", f"value {i}", clock.now, source="bench@v1",
+                                                  scope=Scope(org, "support")), by=lead))
+        subject, attribute = own_slot(reader, i)
+        clocked("get", lambda: store.get_fact(subject, attribute, by=reader))
+        store.write(Fact(f"fresh2:{i}", "plan", f"value {i}", clock.now, source="bench@v1"), by=writer)
+        clocked("recall", lambda: store.recall(queries[i], by=reader, k=k))
+    out["single_write_on_built_store"] = _stats(*samples["write"])
+    out["get_fact_first_after_own_org_write"] = _stats(*samples["get"])
+    out["recall_first_after_own_org_write"] = _stats(*samples["recall"])
+
+    decisions = [(f"d{i}", readers[i % len(readers)], queries[i], None,
+                  T0 + timedelta(minutes=rng.randrange(records // 4, records))) for i in range(rounds)]
+    t = time.perf_counter()
+    result = store.replay(decisions)
+    seconds = time.perf_counter() - t
+    out["replay"] = {"decisions": rounds, "total_ms": round(seconds * 1000, 1),
+                     "ms_per_decision": round(seconds * 1000 / rounds, 3), "leaked_decisions": result.leaked_decisions,
+                     "visible_rows": result.visible.num_rows}
+    out["delta_rss_peak_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
+    store.close()
+    return out
+
+
+def run_floor(floor_module: ModuleType, records: int, *, rounds: int = 200, k: int = 8) -> dict[str, Any]:
+    import numpy as np
+
+    from .embed import HashingEmbedder
+
+    embedder = HashingEmbedder(dim=384)
+    work = Workload()
+    _reset_peak()
+    rss_before = _proc_mb("VmRSS")
+    floor = floor_module.Floor()
+    spent, spent_cpu, known, midpoint = 0.0, 0.0, T0, None
+    for start in range(0, records, BATCH):
+        rows = [work.record(i)[2] for i in range(start, min(records, start + BATCH))]
+        vectors = embedder.embed([r["text"] for r in rows])  # embedding outside the clock, as for the store
+        known = max(known, rows[-1]["valid_from"] + timedelta(hours=1))
+        c, t = time.process_time(), time.perf_counter()
+        floor.ingest(rows, vectors, known)
+        spent += time.perf_counter() - t
+        spent_cpu += time.process_time() - c
+        if midpoint is None and start + BATCH >= records // 2:
+            midpoint = known
+    assert midpoint is not None
+    now = known + timedelta(days=1)
+    rng = random.Random(5)
+    queries = _queries(rng, rounds * 4)
+    qvecs = {q: np.asarray(v, dtype=np.float32) for q, v in zip(queries, embedder.embed(queries))}
+    actors = _actors(rng, rounds * 3)
+
+    def search(args: tuple[tuple[str, str, str], str, datetime]) -> list[int]:
+        (org, team, actor), q, at = args
+        return floor.search(qvecs[q], org=org, team=team, actor=f"{org}-{team}-{actor}", at=at, k=k)
+
+    out: dict[str, Any] = {"ingest_rps": round(records / spent, 1), "ingest_rps_cpu": round(records / spent_cpu, 1)}
+    out["recall_now_new_actor"], _ = _timed(search, [(a, q, now) for a, q in zip(actors[:rounds], queries)])
+    out["recall_as_of_midpoint_new_actor"], _ = _timed(
+        search, [(a, q, midpoint) for a, q in zip(actors[rounds:2 * rounds], queries[rounds:])])
+    out["delta_rss_peak_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
+    return out
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> str:
+    return f"{a / b:.1f}x" if a and b else "n/a"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The figures as a table: wall-clock (CPU time of the process in brackets) and store / floor."""
+    s, f = result["store"], result.get("floor") or {}
+
+    def lat(side: dict[str, Any], name: str, q: str = "p50") -> tuple[Optional[float], Optional[float]]:
+        fig = side.get(name) or {}
+        return fig.get(f"{q}_ms"), fig.get(f"cpu_{q}_ms")
+
+    rows: list[tuple[str, tuple[Optional[float], Optional[float]], tuple[Optional[float], Optional[float]], bool]] = [
+        ("ingest, 1,000-record batches mixing orgs (rec/s)", (s["ingest_rps"], s.get("ingest_rps_cpu")),
+         (f.get("ingest_rps"), f.get("ingest_rps_cpu")), True),
+        ("recall p50, each query a new actor (ms)", lat(s, "recall_now_new_actor"), lat(f, "recall_now_new_actor"),
+         False),
+        ("recall p99, each query a new actor (ms)", lat(s, "recall_now_new_actor", "p99"),
+         lat(f, "recall_now_new_actor", "p99"), False),
+        ("recall p50 as of the midpoint, new actor (ms)", lat(s, "recall_as_of_midpoint_new_actor"),
+         lat(f, "recall_as_of_midpoint_new_actor"), False),
+        ("recall p50, new actor, heads off: per-reader query (ms)", lat(s, "recall_now_new_actor_per_reader_query"),
+         (None, None), False),
+        ("recall p50, single reader repeated (ms)", lat(s, "recall_now_single_reader"), (None, None), False),
+        ("get_fact p50, new actor (ms)", lat(s, "get_fact_new_actor"), (None, None), False),
+        ("get_fact p50, first after a write to own org (ms)", lat(s, "get_fact_first_after_own_org_write"),
+         (None, None), False),
+        ("recall p50, first after a write to own org (ms)", lat(s, "recall_first_after_own_org_write"),
+         (None, None), False),
+        ("single write p50, fresh store (ms)", lat(s, "single_write_fresh_store"), (None, None), False),
+        ("single write p50 on the built store (ms)", lat(s, "single_write_on_built_store"), (None, None), False),
+        ("replay, ms per decision (200 at once)", (s["replay"]["ms_per_decision"], None), (None, None), False),
+        ("Δ peak RSS (MB)", (s["delta_rss_peak_mb"], None), (f.get("delta_rss_peak_mb"), None), False),
+    ]
+
+    def cell(v: tuple[Optional[float], Optional[float]]) -> str:
+        if v[0] is None:
+            return ""
+        return f"{v[0]:,}" + (f" ({v[1]:,})" if v[1] is not None else "")
+
+    lines = [f"records: {result['records']:,}, workload: tenants (20 orgs x 5 teams x 10 actors), embedder: hashing; "
+             f"load {result.get('loadavg_before')} -> {result.get('loadavg_after')}",
+             "", "| figure | memory_lakehouse (CPU) | floor: SQLite + numpy (CPU) | store / floor |", "|---|---|---|---|"]
+    for name, mine, theirs, higher_is_better in rows:
+        ratio = (_ratio(theirs[0], mine[0]) if higher_is_better else _ratio(mine[0], theirs[0])) if theirs[0] else ""
+        lines.append(f"| {name} | {cell(mine)} | {cell(theirs)} | {ratio} |")
+    lines.append(f"\ntop-k starved: {s['top_k_starved']}, as-of leaks: {s['as_of_leaks']}, "
+                 f"replay leaks: {s['replay']['leaked_decisions']}; get_fact hit rate {s['get_fact_hit_rate']}")
+    return "\n".join(lines)
+
+
+def run(records: int = 100_000, *, root: Optional[str] = None, rounds: int = 200, floor: bool = True,
+        floor_path: Optional[str] = None) -> dict[str, Any]:
+    root = root or tempfile.mkdtemp(prefix="memlake-tenants-")
+    out: dict[str, Any] = {"records": records, "workload": "tenants", "rounds": rounds}
+    with open("/proc/loadavg", encoding="ascii") as fh:
+        out["loadavg_before"] = fh.read().split()[:3]
+    out["store"] = run_store(records, root, rounds=rounds)
+    module = load_floor(floor_path) if floor else None
+    out["floor"] = run_floor(module, records, rounds=rounds) if module is not None else None
+    with open("/proc/loadavg", encoding="ascii") as fh:
+        out["loadavg_after"] = fh.read().split()[:3]
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # the whole run
+    return out
+
+
+def main(records: int, *, root: Optional[str], quick: bool) -> None:
+    result = run(records, root=root, rounds=50 if quick else 200)
+    json.dump(result, sys.stdout, indent=2, default=str)
+    print()
+    print(markdown(result))
