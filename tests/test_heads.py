@@ -72,7 +72,10 @@ def _random_write(store, rng, now, writers):
     else:  # a key spelled two ways: one slot (slots fold case), two spellings of the filter column
         record = ml.Note("s1", rng.choice(["Topic", "topic", "step"]), rng.choice(["a", "b"]), scope=scope,
                          valid_from=start)
-    return store.write(record, by=writers[org])
+    try:
+        return store.write(record, by=writers[org])
+    except ml.StaleGeneration:  # history of a subject forgotten since: refused (issue 10), not a read question
+        return None
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -86,7 +89,7 @@ def test_every_reader_at_every_basis_gets_what_the_per_reader_query_returns(tmp_
     for step in range(60):
         now[0] += timedelta(hours=rng.randrange(1, 30))
         result = _random_write(store, rng, now, writers)
-        if result.action != "duplicate":
+        if result is not None and result.action != "duplicate":
             written.append((result, result.scope.org))
         if step % 10 == 7 and written:  # retract something
             target, org = rng.choice(written)
