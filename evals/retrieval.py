@@ -46,6 +46,8 @@ FIXTURE = Path(__file__).resolve().parent.parent / "data" / "retrieval" / "fixtu
 MODES: dict[str, Optional[tuple[str, ...]]] = {"lexical": ("bm25",), "vector": ("vector",), "hybrid": None}
 KINDS = {"fact": ml.Fact, "preference": ml.Preference, "episode": ml.Episode, "reference": ml.Reference}
 TIMES = ("valid_from", "observed_at", "published_at")
+#: LoCoMo-format dev conversations, reported beside the fixture when present (never copied here).
+LOCOMO_DEV = Path("../shared/data/locomo-dev")
 #: Queries are split once, by a hash of their id, before any ranking constant is chosen:
 #: constants of the ranker may be chosen on "dev" only; "test" is reported as held out.
 SPLITS = ("dev", "test")
@@ -195,18 +197,19 @@ def tune(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k: int
     """
     key = f"mrr@{k}"
     retriever = store.retriever
+    default = retriever.ranking
     rows = []
     try:
         for alpha in alphas:
-            retriever.fusion_alpha = alpha
+            retriever.ranking = default.replace(lexical_weight=alpha)
             row = evaluate(store, fixture, ids, k=k, modes={"hybrid": None})["hybrid"]
             rows.append({"alpha": alpha, "all": {m: row[m] for m in ("hit@1", "hit@5", key)},
                          "tuning_set": row["tuning_set"], **row["splits"]})
     finally:
-        del retriever.fusion_alpha  # back to the class default
+        retriever.ranking = default
     pick = max(rows, key=lambda r: (r["tuning_set"][key], -r["alpha"]))
     return {"rule": "best MRR on batch 1's dev half, smallest alpha on a tie", "picked": pick["alpha"],
-            "default": type(retriever).fusion_alpha, "sweep": rows}
+            "default": default.lexical_weight, "sweep": rows}
 
 
 def split_scores(ranks: Sequence[Optional[int]], splits: Sequence[str], k: int) -> dict[str, dict[str, float]]:
@@ -318,6 +321,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--misses", action="store_true", help="list each mode's queries not ranked first")
     parser.add_argument("--tune", action="store_true",
                         help="also sweep the hybrid's fusion weight; the pick is made on the dev split only")
+    parser.add_argument("--locomo", type=Path, default=LOCOMO_DEV,
+                        help="a folder of LoCoMo-format conversations: their figures are reported beside the "
+                             f"fixture's, each conversation held out in turn (default {LOCOMO_DEV}; skipped "
+                             "when absent)")
+    parser.add_argument("--no-locomo", action="store_true", help="the fixture only")
     args = parser.parse_args(argv)
     embedder = ml.HashingEmbedder(dim=384) if args.embedder == "hashing" else None
     report = run(args.fixture, embedder=embedder, k=args.k, sweep=args.tune)
@@ -326,6 +334,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     report["problems"] = problems
     print(markdown(report))
     print()
+    if not args.no_locomo:
+        if args.locomo.is_dir() and any(args.locomo.glob("*.json")):
+            from . import locomo
+
+            conv = locomo.evaluate(args.locomo, embedder=embedder, progress=lambda m: print(m, file=sys.stderr))
+            conv.pop("per_conv")
+            report["locomo"] = {"path": str(args.locomo), **conv}
+            print(locomo.markdown(conv))
+            print()
+        else:
+            print(f"LoCoMo: skipped ({args.locomo} holds no LoCoMo-format conversations)")
+            print()
     if not args.misses:
         for row in report["modes"].values():
             row.pop("misses", None)

@@ -16,6 +16,7 @@ from .errors import (
 )
 from .forget import ForgetReport, PurgeReport
 from .policy import Candidate, Decision
+from .ranking import Ranking
 from .records import Envelope, Episode, Fact, Note, Policy, Preference, Reference
 from .redact import Redactor
 from .replay import ReplayResult
@@ -31,6 +32,6 @@ __all__ = [
     "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "ConflictError",
     "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
     "LakehouseError", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference",
-    "Principal", "PurgeReport", "Redactor", "Reference", "ReplayResult", "Scope", "StaleGeneration", "StoreError",
+    "Principal", "PurgeReport", "Ranking", "Redactor", "Reference", "ReplayResult", "Scope", "StaleGeneration", "StoreError",
     "ValidationError", "WriteResult", "__version__", "authorize", "open",
 ]

@@ -23,7 +23,8 @@ from .records import (
     SPECS, Envelope, check_kinds, record_from_row, subject_key,
 )
 from .redact import Redactor
-from .retrieve import SIGNALS, Hit, Retriever, context_block
+from .ranking import Ranking
+from .retrieve import Hit, Retriever, context_block
 from .scope import Principal, Scope
 from .time import Basis, Clock, StoreClock, require_aware, resolve_basis
 from .write import BatchResult, Writer, WriteResult
@@ -39,6 +40,7 @@ def open(  # noqa: A001 - the public name of API.md
     redactor: Optional[Redactor] = None,
     create: bool = True,
     purge_on_open: Optional[Principal] = None,
+    ranking: Optional[Ranking] = None,
 ) -> "MemoryStore":
     """Create or open a memory store at a local path or an object-store URI.
 
@@ -48,13 +50,17 @@ def open(  # noqa: A001 - the public name of API.md
     also erased before `open` returns (a purge of forgotten rows only; expired memory
     waits for an explicit `purge`). Without it, the next `purge` erases them.
 
+    ``ranking=ml.Ranking(...)`` sets how `recall` orders what is visible (signals,
+    fusion and its weight, episode context); a recall may pass its own.
+
     >>> import tempfile, memory_lakehouse as ml
     >>> store = ml.open(tempfile.mkdtemp())
     >>> store.root.endswith("")
     True
     """
     return MemoryStore(str(uri), storage_options=storage_options, ledger_uri=ledger_uri, clock=clock,
-                       embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open)
+                       embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open,
+                       ranking=ranking)
 
 
 class MemoryStore:
@@ -63,7 +69,7 @@ class MemoryStore:
     def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None,
                  ledger_uri: Optional[str] = None, clock: Optional[Clock] = None, embedder: Any = None,
                  redactor: Optional[Redactor] = None, create: bool = True,
-                 purge_on_open: Optional[Principal] = None) -> None:
+                 purge_on_open: Optional[Principal] = None, ranking: Optional[Ranking] = None) -> None:
         self.clock = StoreClock(clock)
         self.lake = Lake(uri, storage_options=storage_options, clock=self.clock, create=create)
         self.root = self.lake.root
@@ -71,7 +77,7 @@ class MemoryStore:
         self.vis = Visibility(self.lake)
         self.vis.set_forgotten(self.ledger.forgotten())
         self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations)
-        self.retriever = Retriever(self.vis, embedder)
+        self.retriever = Retriever(self.vis, embedder, ranking=ranking)
         self._closed = False
         if purge_on_open is not None:  # replay the ledger's forgets physically before serving
             from .forget import run_purge
@@ -189,15 +195,19 @@ class MemoryStore:
     def recall(self, query: str, *, by: Principal, subject: Optional[str] = None,
                kinds: Optional[Sequence[str]] = None, k: int = 8, filters: Optional[dict] = None,
                as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
-               valid_at: Optional[datetime] = None, signals: Optional[Sequence[str]] = None) -> list[Hit]:
+               valid_at: Optional[datetime] = None, signals: Optional[Sequence[str]] = None,
+               ranking: Optional[Ranking] = None) -> list[Hit]:
         """Fuzzy recall: the visibility filter first (inside the vector search), then hybrid ranking.
 
         Returns up to *k* hits, each with ``score`` (fused) and ``why`` (scope, which
         signal matched, what it superseded). ``filters`` are exact matches on record
         columns and only narrow what is visible; a filter naming a column a kind lacks
         excludes that kind. Always *k* hits when *k* visible records exist.
-        ``signals`` (for evaluation and diagnosis) ranks by ``("vector",)`` or
-        ``("bm25",)`` alone; None fuses both. What is visible does not change.
+        ``ranking`` (an `ml.Ranking`; default: the store's, set on `open`) says how hits
+        are ordered: which signals, how they are fused and with what weight, how much
+        memories of one episode lend each other. ``signals`` (for evaluation and
+        diagnosis) overrides the ranking's: ``("vector",)`` or ``("bm25",)`` alone ranks
+        by that signal only. What is visible never depends on either.
 
         >>> # store.recall("can I invite 50 members?", by=alice, subject="user:42")[0].record.value
         """
@@ -206,7 +216,7 @@ class MemoryStore:
         basis = self._basis(as_of, known_at, valid_at)
         return self.retriever.recall(str(query), self._principal(by), basis, kinds=check_kinds(kinds),
                                      subject=subject, k=k, filters=filters,
-                                     signals=SIGNALS if signals is None else signals)
+                                     signals=signals, ranking=ranking)
 
     def context(self, query: str, *, by: Principal, budget_tokens: int = 800, subject: Optional[str] = None,
                 kinds: Optional[Sequence[str]] = None, k: int = 20, as_of: Optional[datetime] = None,
