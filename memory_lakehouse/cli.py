@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedder", choices=("default", "hashing"), default="default")
     p.add_argument("--store", help="where to build the bench store (default: a temp dir)")
     p.set_defaults(fn=cmd_bench)
-    p = sub.add_parser("eval", help="run an eval suite (retrieval: hit@1 / hit@5 / MRR per ranker)")
+    p = sub.add_parser("eval", help="run an eval suite (retrieval: the fixture's hit@1 / hit@5 / MRR; LoCoMo dev figures when ../shared/data/locomo-dev exists)")
     p.add_argument("suite", choices=["retrieval"]); p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(fn=cmd_eval)
     p = sub.add_parser("demo", help="a short story on a fresh store")
