@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
 from .lexical import Bm25
-from .progress import Progress
+from .progress import Progress, log
 from .ranking import CONTEXT_DEPTH, LEXICAL_WEIGHT, RRF_K, Ranking, episode_keys, fuse, with_context
 from .ranking import SIGNALS as SIGNALS, fuse_scores as fuse_scores  # their old home: still importable here
 from .query import Visibility
@@ -125,6 +125,8 @@ class Retriever:
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._visible_memo: dict[tuple, tuple] = {}  # ids of cached visibility results -> candidates
         self._mask_memo: dict[tuple, tuple] = {}  # (candidates, partition, size) -> allowed mask
+        self._warming: Optional[threading.Thread] = None  # the background build (`warm_up`), if any
+        self._warm_again = False
 
     # ------------------------------------------------------------------ plumbing
 
@@ -226,6 +228,40 @@ class Retriever:
             self.trace(f"index {org}: the cached partition holds {len(part) - held} row(s) erased since; rebuilding")
             return True
         return False
+
+    def warm_up(self) -> None:
+        """Catch every org's partition up in a background thread (``ml.open(index="background")``).
+
+        Called after writes: the embedding runs while the caller goes on writing, so the
+        first recall does not build the whole index. A recall that needs a partition the
+        thread is still building waits for it, and says so.
+        """
+        with self._lock:
+            if self._warming is not None and self._warming.is_alive():
+                self._warm_again = True
+                return
+            self._warm_again = False
+            self._warming = threading.Thread(target=self._warm_loop, name="memlake-index-warm-up", daemon=True)
+            self._warming.start()
+
+    def _warm_loop(self) -> None:
+        while True:
+            try:
+                for org in self.known_orgs():
+                    self.sync(org)
+            except Exception as exc:  # a background build must never take the process down: recall retries
+                log.warning("background index build failed (recall will build what it needs): %s", exc)
+                return
+            with self._lock:
+                if not self._warm_again:
+                    return
+                self._warm_again = False
+
+    def wait_for_warm_up(self) -> None:
+        """Let a background build finish (`close` does, before saving)."""
+        thread = self._warming
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     def sync(self, org: str) -> _OrgState:
         """Catch the org's partition up with rows committed since it was built or saved."""
@@ -366,6 +402,10 @@ class Retriever:
         if ranking is not None and not isinstance(ranking, Ranking):
             raise ValidationError(f"ranking must be a Ranking, got {type(ranking).__name__}", field="ranking")
         ranking = ranking or self.ranking
+        thread = self._warming
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            log.info("recall waits for the background index build")  # its progress bar shows on a terminal
+            self.trace("index: waiting for the background build")
         if signals is not None:
             ranking = ranking.replace(signals=signals)
         org = principal.scope.org

@@ -30,6 +30,10 @@ from .time import Basis, Clock, StoreClock, require_aware, resolve_basis
 from .write import BatchResult, Writer, WriteResult
 
 
+#: When rows are embedded into the vector index (`open`'s ``index=``).
+INDEX_MODES: tuple[str, ...] = ("on_recall", "background")
+
+
 def open(  # noqa: A001 - the public name of API.md
     uri: str | os.PathLike = "data/store",
     *,
@@ -41,6 +45,7 @@ def open(  # noqa: A001 - the public name of API.md
     create: bool = True,
     purge_on_open: Optional[Principal] = None,
     ranking: Optional[Ranking] = None,
+    index: str = "on_recall",
 ) -> "MemoryStore":
     """Create or open a memory store at a local path or an object-store URI.
 
@@ -51,7 +56,10 @@ def open(  # noqa: A001 - the public name of API.md
     waits for an explicit `purge`). Without it, the next `purge` erases them.
 
     ``ranking=ml.Ranking(...)`` sets how `recall` orders what is visible (signals,
-    fusion and its weight, episode context); a recall may pass its own.
+    fusion and its weight, episode context); a recall may pass its own. ``index=``
+    says when rows are embedded into the vector index: ``"on_recall"`` (the first recall
+    that needs them; a long build shows progress) or ``"background"`` (a thread catches
+    the index up after each write, so the first recall finds it built).
 
     >>> import tempfile, memory_lakehouse as ml
     >>> store = ml.open(tempfile.mkdtemp())
@@ -60,7 +68,7 @@ def open(  # noqa: A001 - the public name of API.md
     """
     return MemoryStore(str(uri), storage_options=storage_options, ledger_uri=ledger_uri, clock=clock,
                        embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open,
-                       ranking=ranking)
+                       ranking=ranking, index=index)
 
 
 class MemoryStore:
@@ -69,7 +77,11 @@ class MemoryStore:
     def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None,
                  ledger_uri: Optional[str] = None, clock: Optional[Clock] = None, embedder: Any = None,
                  redactor: Optional[Redactor] = None, create: bool = True,
-                 purge_on_open: Optional[Principal] = None, ranking: Optional[Ranking] = None) -> None:
+                 purge_on_open: Optional[Principal] = None, ranking: Optional[Ranking] = None,
+                 index: str = "on_recall") -> None:
+        if index not in INDEX_MODES:
+            raise ValidationError(f"index must be one of {INDEX_MODES}, got {index!r}", field="index")
+        self.index_mode = index
         self.clock = StoreClock(clock)
         self.lake = Lake(uri, storage_options=storage_options, clock=self.clock, create=create)
         self.root = self.lake.root
@@ -96,6 +108,7 @@ class MemoryStore:
         if self._closed:
             return
         self._closed = True
+        self.retriever.wait_for_warm_up()
         self.retriever.flush()
         self.vis.con.close()
 
@@ -149,14 +162,22 @@ class MemoryStore:
     def write(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
               reason: Optional[str] = None, generation: Optional[int] = None) -> WriteResult:
         """Write one record through the one write path; see `write.Writer`."""
-        return self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
-                                  generation=generation)[0]
+        result = self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
+                                    generation=generation)[0]
+        self._written()
+        return result
 
     def write_many(self, records: Sequence[Envelope], *, by: Principal, scope: Optional[Scope] = None,
                    reason: Optional[str] = None, generation: Optional[int] = None) -> BatchResult:
         """Write a batch: the same path as `write`, one commit per table, all or nothing."""
-        return self.writer.commit(list(records), self._principal(by), scope=scope, reason=reason,
-                                  generation=generation)
+        result = self.writer.commit(list(records), self._principal(by), scope=scope, reason=reason,
+                                    generation=generation)
+        self._written()
+        return result
+
+    def _written(self) -> None:
+        if self.index_mode == "background":
+            self.retriever.warm_up()
 
     def propose(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
                 reason: Optional[str] = None) -> WriteResult:

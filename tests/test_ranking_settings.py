@@ -142,3 +142,18 @@ def test_a_long_index_build_logs_its_progress_and_a_short_one_stays_quiet(tmp_pa
     with caplog.at_level(logging.INFO, logger="memory_lakehouse"):
         store.recall("plan new", by=MEMBER, k=3)
     assert not [r for r in caplog.records if r.name == "memory_lakehouse"]
+
+
+def test_a_background_index_is_built_after_writes_and_recall_finds_every_row(tmp_path):
+    store = ml.open(tmp_path / "s", clock=SimClock(day(30)), embedder=EMBEDDER, index="background")
+    store.write_many([fact(f"customer:c{i}", "plan", f"plan {i}", day(1), scope=SUPPORT) for i in range(300)],
+                     by=STEWARD)
+    store.retriever.wait_for_warm_up()
+    part = store.retriever.index.partition("acme")
+    assert part is not None and len(part) == 300  # built and saved before any recall
+    store.write(fact("customer:late", "plan", "plan late", day(2), scope=SUPPORT), by=STEWARD)
+    hits = store.recall("plan late", by=MEMBER, k=3)  # read-your-writes, whether or not the thread got there
+    assert hits[0].record.subject == "customer:late"
+    store.close()
+    with pytest.raises(ml.ValidationError):
+        ml.open(tmp_path / "t", embedder=EMBEDDER, index="eager")
