@@ -265,7 +265,7 @@ def verdict(report: dict[str, Any]) -> list[str]:
     problems = [f"hybrid {measure} {modes['hybrid'][measure]} does not beat {mode} ({modes[mode][measure]})"
                 for measure in ("hit@1", "hit@5", f"mrr@{report['k']}") for mode in ("lexical", "vector")
                 if modes["hybrid"][measure] <= modes[mode][measure]]
-    if report["embedder"] == ml.MiniLMEmbedder.name and modes["hybrid"]["hit@5"] < HIT5_FLOOR:
+    if report.get("embedder") == ml.MiniLMEmbedder.name and modes["hybrid"]["hit@5"] < HIT5_FLOOR:
         problems.append(f"hybrid hit@5 {modes['hybrid']['hit@5']} dropped below {HIT5_FLOOR}")
     for mode, row in modes.items():
         for what, count in row.get("distractor_hits", {}).items():

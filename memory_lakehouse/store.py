@@ -17,6 +17,7 @@ from .audit import AuditEvent, audit_trail
 from .errors import StoreError, ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
 from .lake import Lake
+from .limits import DEFAULT_MAX_TEXT_BYTES
 from .query import Visibility
 from .replay import ReplayResult
 from .records import (
@@ -46,6 +47,7 @@ def open(  # noqa: A001 - the public name of API.md
     purge_on_open: Optional[Principal] = None,
     ranking: Optional[Ranking] = None,
     index: str = "on_recall",
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
 ) -> "MemoryStore":
     """Create or open a memory store at a local path or an object-store URI.
 
@@ -61,6 +63,10 @@ def open(  # noqa: A001 - the public name of API.md
     that needs them; a long build shows progress) or ``"background"`` (a thread catches
     the index up after each write, so the first recall finds it built).
 
+    ``max_text_bytes`` is the most UTF-8 bytes any one text field of a record may hold
+    (a structured value counts as its JSON); a bigger one is refused with a
+    ``ValidationError`` naming the field and its size, and nothing is written.
+
     >>> import tempfile, memory_lakehouse as ml
     >>> store = ml.open(tempfile.mkdtemp())
     >>> store.root.endswith("")
@@ -68,7 +74,7 @@ def open(  # noqa: A001 - the public name of API.md
     """
     return MemoryStore(str(uri), storage_options=storage_options, ledger_uri=ledger_uri, clock=clock,
                        embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open,
-                       ranking=ranking, index=index)
+                       ranking=ranking, index=index, max_text_bytes=max_text_bytes)
 
 
 class MemoryStore:
@@ -78,7 +84,7 @@ class MemoryStore:
                  ledger_uri: Optional[str] = None, clock: Optional[Clock] = None, embedder: Any = None,
                  redactor: Optional[Redactor] = None, create: bool = True,
                  purge_on_open: Optional[Principal] = None, ranking: Optional[Ranking] = None,
-                 index: str = "on_recall") -> None:
+                 index: str = "on_recall", max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
         if index not in INDEX_MODES:
             raise ValidationError(f"index must be one of {INDEX_MODES}, got {index!r}", field="index")
         self.index_mode = index
@@ -88,7 +94,8 @@ class MemoryStore:
         self.ledger = Ledger(ledger_uri or f"{self.root}/_ledger", storage_options=storage_options)
         self.vis = Visibility(self.lake)
         self.vis.set_forgotten(self.ledger.forgotten())
-        self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations)
+        self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations,
+                             max_text_bytes=max_text_bytes)
         self.retriever = Retriever(self.vis, embedder, ranking=ranking)
         self._closed = False
         if purge_on_open is not None:  # replay the ledger's forgets physically before serving
