@@ -424,9 +424,11 @@ class Retriever:
         if "bm25" in ranking.signals:
             # where the org holds episodes, BM25 is read deeper: an episode's other turns reach the pool
             lex_depth = depth
-            if ranking.fused and ranking.context_weight > 0 and \
-                    self._bm25(org).largest_episode >= ranking.episode_rows:
-                lex_depth = max(depth, CONTEXT_DEPTH)
+            if ranking.fused and ranking.context_weight > 0:
+                known = self._orgs.get(org)  # the model's episode count; built once if there is none yet
+                largest = (known if known is not None and known.bm25 is not None else self._bm25(org)).largest_episode
+                if largest >= ranking.episode_rows:
+                    lex_depth = max(depth, CONTEXT_DEPTH)
             lexical, coverage = self._bm25_lists(org, query, allowed, candidates, lex_depth)
             lists.update(lexical)
         self.trace("ranked lists: " + ", ".join(f"{name}={len(items)}" for name, items in lists.items()))
