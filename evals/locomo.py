@@ -248,6 +248,18 @@ Setting = Mapping[str, Any]
 SETTINGS: dict[str, Setting] = {"default": {}, "bm25": {"signals": ("bm25",)}, "vector": {"signals": ("vector",)}}
 
 
+def sweep_settings() -> dict[str, Setting]:
+    """The grid ``--sweep`` compares (each fold picks one on the other conversations): fusion
+    mode, the episode lexical weight and the context weight, through `ml.Ranking`."""
+    out: dict[str, Setting] = {}
+    for fusion, weights in (("convex", (0.1, 0.2, 0.3, 0.4)), ("minmax", (0.3, 0.5)), ("rrf", (0.5, 0.8))):
+        for w in weights:
+            for c in (0.0, 1.0, 2.0, 3.0):
+                out[f"{fusion} w={w} context={c}"] = {
+                    "ranking": ml.Ranking(fusion=fusion, episode_lexical_weight=w, context_weight=c)}
+    return out
+
+
 def run_conversation(conv: Conversation, settings: Mapping[str, Setting], *, embedder: Any = None,
                      open_options: Optional[Mapping[str, Any]] = None,
                      depth: int = DEPTH) -> dict[str, Any]:
@@ -315,6 +327,7 @@ def evaluate(paths: Sequence[Path] | Path, settings: Optional[Mapping[str, Setti
                                    "left_out_questions": c.unanswerable, **timing[c.name]} for c in convs},
         "settings": {n: {k: str(v) for k, v in s.items()} for n, s in settings.items()},
         "results": {n: loo(per_conv, [n]) for n in settings},
+        **({"picked_by_loo": loo(per_conv, list(settings))} if len(settings) > len(SETTINGS) else {}),
         "per_conv": per_conv,
     }
 
@@ -354,11 +367,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("path", type=Path, help="a folder of LoCoMo-format conversations (one JSON file each)")
     parser.add_argument("--embedder", choices=("default", "hashing"), default="default")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--sweep", action="store_true",
+                        help="also compare the ranking grid of `sweep_settings` (slow); each fold picks on the others")
     args = parser.parse_args(argv)
     embedder = ml.HashingEmbedder(dim=384) if args.embedder == "hashing" else None
-    report = evaluate(args.path, embedder=embedder, progress=lambda m: print(m, file=sys.stderr))
+    settings = {**SETTINGS, **(sweep_settings() if args.sweep else {})}
+    report = evaluate(args.path, settings, embedder=embedder, progress=lambda m: print(m, file=sys.stderr))
     report.pop("per_conv")
     print(json.dumps(report, indent=2) if args.json else markdown(report))
+    if "picked_by_loo" in report and not args.json:
+        res = report["picked_by_loo"]
+        print("\nPicked leave-one-conversation-out (held out: pick -> session Hit@1 / turn R@5):\n")
+        for f in res["folds"]:
+            print(f"- {f['held_out']}: {f['picked']} -> {f['session_hit@1']:.3f} / {f['turn_r@5']:.3f}")
+        p = res["pooled"]
+        print(f"- pooled: {p['session_hit@1']:.3f} / {p['turn_r@5']:.3f}")
     return 0
 
 
