@@ -74,6 +74,7 @@ class Conversation:
     turns: list[Turn]
     questions: list[Question]
     unanswerable: int = 0  # questions whose evidence names no turn (left out)
+    path: Optional[Path] = None
 
     @property
     def asked_at(self) -> datetime:
@@ -132,7 +133,7 @@ def read_conversation(path: Path) -> Conversation:
             unanswerable += 1
             continue
         questions.append(Question(str(qa["question"]), int(qa["category"]), evidence))
-    return Conversation(Path(path).stem, dates, turns, questions, unanswerable)
+    return Conversation(Path(path).stem, dates, turns, questions, unanswerable, Path(path))
 
 
 def read_dir(path: Path) -> list[Conversation]:
@@ -150,13 +151,34 @@ def turn_text(turn: Turn) -> str:
     return f"{turn.speaker} (session {turn.session}): {turn.text}"
 
 
-def load_conversation(store: ml.MemoryStore, conv: Conversation, clock: "SimulatedClock") -> dict[str, str]:
-    """Write every turn, session by session, with the clock at the session's date; dia_id -> record_id.
+#: How turns become memories: ``"reference"`` — a `Reference` per turn, its text `turn_text`
+#: (the protocol's stand-in, what the issue's figures were measured with); ``"store"`` — the
+#: store's own loader, ``store.load(path, format="locomo")``: `Turn` records (photo captions
+#: appended), recalled with ``kinds=["turn"]``.
+LOADERS = ("reference", "store")
 
-    The one place that decides how a turn becomes a memory (a Reference per turn, its
-    text `turn_text`, valid from the session's date): when the store gets a loader of its
-    own for conversations, this is what switches to it.
+
+def dia_id_of(hit: ml.Hit) -> str:
+    """The LoCoMo turn id a hit stands for (from the Reference's uri, or the Turn's session and position)."""
+    record: Any = hit.record
+    if hit.kind == "turn":
+        return f"D{int(str(record.session_id).rsplit('-', 1)[-1])}:{int(record.position) + 1}"
+    return str(record.uri).rsplit("/", 1)[-1]
+
+
+def load_conversation(store: ml.MemoryStore, conv: Conversation, clock: "SimulatedClock",
+                      loader: str = "reference") -> dict[str, str]:
+    """Write every turn, session by session, with the clock at the session's date; dia_id -> record_id
+    (empty for the store's loader: its hits name their turn, `dia_id_of`).
+
+    The one place that decides how a turn becomes a memory (`LOADERS`).
     """
+    if loader == "store":
+        if conv.path is None:
+            raise ValueError("the store's loader reads a file: read the conversation with read_conversation")
+        store.load(conv.path, format="locomo", by=STEWARD, progress=False)
+        clock.set(conv.asked_at)
+        return {}
     ids: dict[str, str] = {}
     for session in sorted(conv.dates):
         when = conv.dates[session]
@@ -262,23 +284,23 @@ def sweep_settings() -> dict[str, Setting]:
 
 def run_conversation(conv: Conversation, settings: Mapping[str, Setting], *, embedder: Any = None,
                      open_options: Optional[Mapping[str, Any]] = None,
-                     depth: int = DEPTH) -> dict[str, Any]:
+                     depth: int = DEPTH, loader: str = "reference") -> dict[str, Any]:
     """Load one conversation into a fresh store, ask every question under every setting."""
     clock = SimulatedClock(min(conv.dates.values()))
     with tempfile.TemporaryDirectory(prefix="memlake-locomo-") as root:
         store = ml.open(root, clock=clock, embedder=embedder, **dict(open_options or {}))
         with store:
             started = time.perf_counter()
-            ids = load_conversation(store, conv, clock)
+            load_conversation(store, conv, clock, loader)
             load_s = time.perf_counter() - started
-            dia_of = {rid: dia for dia, rid in ids.items()}
+            kinds = {"kinds": ["turn"]} if loader == "store" else {}
             out: dict[str, Any] = {"load_s": round(load_s, 2), "settings": {}}
             for name, setting in settings.items():
                 outcomes = []
                 started = time.perf_counter()
                 for q in conv.questions:
-                    hits = store.recall(q.text, by=STEWARD, k=depth, **dict(setting))
-                    outcomes.append(score_question(q, [dia_of[h.record_id] for h in hits]))
+                    hits = store.recall(q.text, by=STEWARD, k=depth, **kinds, **dict(setting))
+                    outcomes.append(score_question(q, [dia_id_of(h) for h in hits]))
                 out["settings"][name] = {"outcomes": outcomes,
                                          "ms_per_query": round((time.perf_counter() - started) * 1000
                                                                / max(1, len(conv.questions)), 2)}
@@ -309,7 +331,7 @@ def loo(per_conv: Mapping[str, Mapping[str, Sequence[Outcome]]],
 
 def evaluate(paths: Sequence[Path] | Path, settings: Optional[Mapping[str, Setting]] = None, *,
              embedder: Any = None, open_options: Optional[Mapping[str, Any]] = None,
-             progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+             progress: Optional[Callable[[str], None]] = None, loader: str = "reference") -> dict[str, Any]:
     """Each setting on each conversation, leave-one-conversation-out figures per setting."""
     convs = read_dir(paths) if isinstance(paths, Path) else [read_conversation(p) for p in paths]
     settings = dict(settings or SETTINGS)
@@ -318,13 +340,14 @@ def evaluate(paths: Sequence[Path] | Path, settings: Optional[Mapping[str, Setti
     for conv in convs:
         if progress:
             progress(f"locomo {conv.name}: {len(conv.turns)} turns, {len(conv.questions)} questions")
-        res = run_conversation(conv, settings, embedder=embedder, open_options=open_options)
+        res = run_conversation(conv, settings, embedder=embedder, open_options=open_options, loader=loader)
         per_conv[conv.name] = {n: r["outcomes"] for n, r in res["settings"].items()}
         timing[conv.name] = {"load_s": res["load_s"],
                              **{f"{n}_ms_per_query": r["ms_per_query"] for n, r in res["settings"].items()}}
     return {
         "conversations": {c.name: {"turns": len(c.turns), "sessions": len(c.dates), "questions": len(c.questions),
                                    "left_out_questions": c.unanswerable, **timing[c.name]} for c in convs},
+        "loader": loader,
         "settings": {n: {k: str(v) for k, v in s.items()} for n, s in settings.items()},
         "results": {n: loo(per_conv, [n]) for n in settings},
         **({"picked_by_loo": loo(per_conv, list(settings))} if len(settings) > len(SETTINGS) else {}),
@@ -367,12 +390,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("path", type=Path, help="a folder of LoCoMo-format conversations (one JSON file each)")
     parser.add_argument("--embedder", choices=("default", "hashing"), default="default")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--loader", choices=LOADERS, default="reference",
+                        help="reference: one Reference per turn (the protocol's stand-in); store: store.load(...)")
     parser.add_argument("--sweep", action="store_true",
                         help="also compare the ranking grid of `sweep_settings` (slow); each fold picks on the others")
     args = parser.parse_args(argv)
     embedder = ml.HashingEmbedder(dim=384) if args.embedder == "hashing" else None
     settings = {**SETTINGS, **(sweep_settings() if args.sweep else {})}
-    report = evaluate(args.path, settings, embedder=embedder, progress=lambda m: print(m, file=sys.stderr))
+    report = evaluate(args.path, settings, embedder=embedder, progress=lambda m: print(m, file=sys.stderr),
+                      loader=args.loader)
     report.pop("per_conv")
     print(json.dumps(report, indent=2) if args.json else markdown(report))
     if "picked_by_loo" in report and not args.json:

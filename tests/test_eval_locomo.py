@@ -93,3 +93,12 @@ def test_the_eval_runs_every_setting_on_every_conversation_through_the_public_ap
     # the topic words name one session each: BM25 finds it
     assert report["results"]["bm25"]["pooled"]["session_hit@1"] >= 0.5
     assert "| default |" in locomo.markdown(report)
+
+
+def test_the_stores_own_loader_is_measured_the_same_way_and_its_hits_name_their_turns(sample):
+    report = locomo.evaluate(sample[0].parent, embedder=EMBEDDER, loader="store")
+    assert report["loader"] == "store"
+    reference = locomo.evaluate(sample[0].parent, embedder=EMBEDDER)
+    for name in locomo.SETTINGS:  # the same questions are scored either way
+        assert report["results"][name]["pooled"]["questions"] == reference["results"][name]["pooled"]["questions"]
+    assert report["results"]["bm25"]["pooled"]["session_hit@1"] >= 0.5
