@@ -672,24 +672,49 @@ def describe_why(row: Mapping[str, Any], signal: str) -> tuple[str, ...]:
     return tuple(why)
 
 
-def context_block(hits: Sequence[Hit], *, budget_tokens: int, count_tokens: Callable[[str], int],
+#: A line that does not fit whole is cut only if at least this many tokens of its text fit.
+MIN_CUT_TOKENS = 8
+
+
+def context_block(hits: Sequence[Hit], *, budget_tokens: int,
                   header: str = "Memory (most relevant first; each line: kind, valid time, source, evidence):") -> str:
-    """Pack hits into a prompt block within *budget_tokens*, most relevant first."""
-    lines = [header]
+    """Pack hits into a prompt block within *budget_tokens*, most relevant first.
+
+    Every cost is `tokens.count_tokens` (the one definition; a block's parts meet at
+    spaces and newlines, where word pieces split, so the block costs the sum of its
+    parts, plus one token a line for the newline). Lines that fit whole go in, in rank
+    order; one that does not is left out, and a shorter, less relevant one may still
+    fit. Then the most relevant line left out is cut to what remains, marked ``cut``,
+    if at least `MIN_CUT_TOKENS` of its text fit: a long memory is cut, never overflows.
+    """
+    from .tokens import count_tokens, cut
+
     used = count_tokens(header)
-    for hit in hits:
+    placed: list[tuple[int, str]] = []
+    skipped: Optional[tuple[int, str, str]] = None  # the most relevant line left out
+    for rank, hit in enumerate(hits):
+        left = budget_tokens - used
+        if left <= 0:
+            break
         r = hit.record
         start, end = r.valid_interval
         valid = f"valid {start:%Y-%m-%d}" + (f"..{end:%Y-%m-%d}" if end else "") if start else ""
         meta = "; ".join(p for p in (hit.kind, valid, f"source {r.source}",
                                      f"evidence {r.evidence}" if r.evidence else "") if p)
         line = f"- {hit.text} [{meta}]"
-        cost = count_tokens(line) + 1
-        if used + cost > budget_tokens:
-            continue  # a shorter, less relevant line may still fit
-        lines.append(line)
-        used += cost
-    return "\n".join(lines) if len(lines) > 1 else ""
+        fitted, cost = cut(line, left - 1)  # one tokenizer pass, which stops where the budget does
+        if fitted == line:
+            placed.append((rank, line))
+            used += cost + 1
+        elif skipped is None:
+            skipped = (rank, hit.text, meta)
+    if skipped is not None:
+        rank, full, meta = skipped
+        left = budget_tokens - used - count_tokens(f"- … [{meta}; cut]") - 1
+        if left >= MIN_CUT_TOKENS:
+            text, _ = cut(full, left)
+            placed.append((rank, f"- {text} … [{meta}; cut]"))
+    return "\n".join([header] + [line for _, line in sorted(placed)]) if placed else ""
 
 
 def _version_key(version: str) -> tuple:
