@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
@@ -35,6 +35,7 @@ scores = st.dictionaries(st.sampled_from("abcdefgh"), st.floats(0, 1), min_size=
 groups = st.sampled_from([None, "s1", "s2"])
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # a pure function: timing is the machine's
 @given(scores, st.data(), st.floats(0.1, 5), st.integers(1, 4))
 def test_context_never_reorders_rows_within_one_episode_and_leaves_loners_alone(s, data, weight, top):
     episode = {rid: data.draw(groups) for rid in s}
