@@ -20,6 +20,7 @@ from .errors import (
 )
 from .forget import ForgetReport, PurgeReport
 from .policy import Candidate, Decision
+from .ranking import Ranking
 from .records import Envelope, Episode, Fact, Note, Policy, Preference, Reference
 from .redact import Redactor
 from .replay import ReplayResult
@@ -36,6 +37,6 @@ __all__ = [
     "CaptureResult", "ConflictError", "ExtractionTask", "ExtractionWorker", "Extractor", "RuleExtractor", "Seen",
     "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
     "LakehouseError", "LoadReport", "Memory", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy",
-    "Preference", "Principal", "PurgeReport", "Question", "Redactor", "Reference", "ReplayResult", "Scope",
+    "Preference", "Principal", "PurgeReport", "Question", "Ranking", "Redactor", "Reference", "ReplayResult", "Scope",
     "StaleGeneration", "StoreError", "Summary", "Turn", "ValidationError", "WriteResult", "__version__", "authorize", "open",
 ]
