@@ -22,6 +22,7 @@ from .forget import ForgetReport, PurgeReport
 from .maintenance import CheckpointReport, CompactReport, MaintenancePolicy, MaintenanceStatus, VacuumReport
 from .outside import ExportReport
 from .policy import Candidate, Decision
+from .ranking import Ranking
 from .records import Envelope, Episode, Fact, Note, Policy, Preference, Reference
 from .redact import Redactor
 from .replay import ReplayResult
@@ -35,11 +36,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "CaptureJob",
-    "CaptureResult", "CheckpointReport", "CompactReport", "ConflictError", "ExtractionTask", "ExtractionWorker",
-    "Extractor", "RuleExtractor", "Seen", "Decision", "Embedder", "Envelope", "Episode", "Escalation", "ExportReport",
-    "Fact", "ForgetReport", "HashingEmbedder", "Hit", "LakehouseError", "LoadReport", "MaintenancePolicy",
+    "CaptureResult", "CheckpointReport", "CompactReport", "ConflictError", "Decision", "Embedder", "Envelope",
+    "Episode", "Escalation", "ExportReport", "ExtractionTask", "ExtractionWorker", "Extractor", "Fact",
+    "ForgetReport", "HashingEmbedder", "Hit", "LakehouseError", "LoadReport", "MaintenancePolicy",
     "MaintenanceStatus", "Memory", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy",
-    "Preference", "Principal", "PurgeReport", "Question", "Redactor", "Reference", "ReplayResult", "Scope",
-    "StaleGeneration", "StoreError", "Summary", "Turn", "VacuumReport", "ValidationError", "WriteResult",
-    "__version__", "authorize", "open",
+    "Preference", "Principal", "PurgeReport", "Question", "Ranking", "Redactor", "Reference", "ReplayResult",
+    "RuleExtractor", "Scope", "Seen", "StaleGeneration", "StoreError", "Summary", "Turn", "VacuumReport",
+    "ValidationError", "WriteResult", "__version__", "authorize", "open",
 ]
