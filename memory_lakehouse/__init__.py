@@ -5,11 +5,13 @@ from here.
 
 >>> import memory_lakehouse as ml
 >>> sorted(ml.__all__)[:3]
-['AuditEvent', 'Authorization', 'Basis']
+['AuditEvent', 'AuditLog', 'Authorization']
 """
 
-from .audit import AuditEvent
+from .audit import AuditEvent, AuditLog
 from .authz import Authorization, authorize
+from .browse import History, Listing, SlotVersion
+from .context import Context, ContextItem
 from .embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
 from .errors import (
     ConflictError, Escalation, LakehouseError, PermissionDenied, StaleGeneration, StoreError, ValidationError,
@@ -28,9 +30,10 @@ from .write import BatchResult, WriteResult
 __version__ = "0.1.0"
 
 __all__ = [
-    "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "ConflictError",
-    "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
-    "LakehouseError", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference",
-    "Principal", "PurgeReport", "Redactor", "Reference", "ReplayResult", "Scope", "StaleGeneration", "StoreError",
-    "ValidationError", "WriteResult", "__version__", "authorize", "open",
+    "AuditEvent", "AuditLog", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate",
+    "ConflictError", "Context", "ContextItem", "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact",
+    "ForgetReport", "HashingEmbedder", "History", "Hit", "LakehouseError", "Listing", "MemoryStore",
+    "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference", "Principal", "PurgeReport", "Redactor",
+    "Reference", "ReplayResult", "Scope", "SlotVersion", "StaleGeneration", "StoreError", "ValidationError",
+    "WriteResult", "__version__", "authorize", "open",
 ]

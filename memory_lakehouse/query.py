@@ -93,22 +93,38 @@ def forgotten_sql(alias: str = "") -> str:
       AND NOT list_has_any(coalesce({a}derived_from, []), (SELECT coalesce(list(record_id), []) FROM forgotten_records))"""
 
 
-def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *, heads_only: bool) -> str:
+def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *, heads_only: bool,
+                   versions: bool = False, subtree: bool = False) -> str:
     """The rules of `Visibility.visible` as SQL; ``b(col)`` names a basis value.
 
     One builder for every read: a single read passes its basis as parameters, a replay
     joins a table of bases; the predicates are the same list either way.
+    ``versions=True`` (history) keeps every version known at ``known_at`` whatever its
+    valid time or later retraction, and returns ``retracted_since`` with each;
+    ``subtree=True`` (a curator's review queue) reads the reader's scope and everything
+    under it instead of the scope and its ancestors.
     """
-    basis_rules = [
-        f"r.org = {b('org')}",
-        f"(r.division IS NULL OR r.division = {b('division')})",
-        f"(r.team IS NULL OR r.team = {b('team')})",
-        f"(r.actor IS NULL OR r.actor = {b('actor')})",
-        f"r.known_since <= {b('known_at')}",  # system time: known by then
-        f"(r.retracted_since IS NULL OR r.retracted_since > {b('known_at')})",  # not yet retracted then
-        f"r.valid_from <= {b('valid_at')}",  # world time: begun by then
-        f"({b('subject_key')} IS NULL OR r.subject_key = {b('subject_key')})",
-    ]
+    if subtree:  # rows at or below the reader: each level the reader names must match
+        scope_rules = [f"r.org = {b('org')}"] + [
+            f"({b(level)} IS NULL OR r.{level} = {b(level)})" for level in ("division", "team", "actor")]
+    else:  # the reader's scope and its ancestors: each level a row names must be the reader's
+        scope_rules = [f"r.org = {b('org')}"] + [
+            f"(r.{level} IS NULL OR r.{level} = {b(level)})" for level in ("division", "team", "actor")]
+    basis_rules = scope_rules + [f"r.known_since <= {b('known_at')}"]  # system time: known by then
+    if not versions:
+        basis_rules += [
+            f"(r.retracted_since IS NULL OR r.retracted_since > {b('known_at')})",  # not yet retracted then
+            f"r.valid_from <= {b('valid_at')}",  # world time: begun by then
+        ]
+    basis_rules.append(f"({b('subject_key')} IS NULL OR r.subject_key = {b('subject_key')})")
+    if versions:
+        return f"""
+SELECT {b('decision_id')} AS decision_id, r._row, {scope_depth_sql("r")} AS scope_depth,
+       CASE WHEN r.retracted_since <= {b('known_at')} THEN r.retracted_since END AS retracted_since
+FROM {source}
+WHERE {' AND '.join(list(basis_rules) + list(where))}
+ORDER BY r.valid_from, r.known_since, r.commit_version, r._row
+"""
     head = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth "
             "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, _row DESC) = 1" if heads_only else "")
     slot = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id ORDER BY scope_depth DESC) = 1"
@@ -128,6 +144,22 @@ WHERE (valid_to IS NULL OR valid_to > basis_valid_at)   -- the head has not ende
 {slot}
 ORDER BY decision_id, valid_from DESC, known_since DESC
 """
+
+
+def _filter_clauses(kind: str, filters: Optional[Mapping[str, Any]], params: dict[str, Any]) -> list[str]:
+    """The callers' exact-match filters as predicates (they only narrow; scope columns are refused)."""
+    filterable = set(SPECS[kind].schema.names)
+    where = []
+    for i, (col, value) in enumerate(sorted((filters or {}).items())):
+        if col not in filterable or col in ("org", "division", "team", "actor"):
+            raise ValidationError(
+                f"cannot filter {kind} on {col!r}; filterable: "
+                f"{', '.join(sorted(filterable - {'org', 'division', 'team', 'actor'}))}",
+                field="filters",
+            )
+        params[f"f{i}"] = _filter_value(kind, col, value)
+        where.append(f"r.{col} IS NOT DISTINCT FROM $f{i}" if value is None else f"r.{col} = $f{i}")
+    return where
 
 
 def bases_table(reads: Sequence[tuple[str, Principal, Basis, Optional[str]]]) -> pa.Table:
@@ -396,7 +428,6 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         """
         if kind not in SPECS:
             raise ValidationError(f"unknown kind {kind!r}", field="kind")
-        filterable = set(SPECS[kind].schema.names)
         with self._lock:
             self.lake.refresh()
             key = self._cache_key(kind, bases, filters, include_proposals, heads_only, columns)
@@ -411,15 +442,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 # every basis names the same subject: filter the scan itself, not only the join
                 params["subject_key"] = keys[0]
                 where.append("r.subject_key = $subject_key")
-            for i, (col, value) in enumerate(sorted((filters or {}).items())):
-                if col not in filterable or col in ("org", "division", "team", "actor"):
-                    raise ValidationError(
-                        f"cannot filter {kind} on {col!r}; filterable: "
-                        f"{', '.join(sorted(filterable - {'org', 'division', 'team', 'actor'}))}",
-                        field="filters",
-                    )
-                params[f"f{i}"] = _filter_value(kind, col, value)
-                where.append(f"r.{col} IS NOT DISTINCT FROM $f{i}" if value is None else f"r.{col} = $f{i}")
+            where += _filter_clauses(kind, filters, params)
             status = "proposed" if include_proposals else "active"
             if bases.num_rows == 1:
                 # one read: the basis travels as parameters (same rules, a plan DuckDB builds faster)
@@ -438,6 +461,46 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             if key is not None:
                 self._remember(kind, key, bases, rows)
             rows = rows.append_column("decision_id", hits.column("decision_id"))
+            return rows.append_column("scope_depth", hits.column("scope_depth"))
+
+    def versions(
+        self,
+        kind: str,
+        principal: Principal,
+        basis: Basis,
+        *,
+        subject: Optional[str] = None,
+        filters: Optional[Mapping[str, Any]] = None,
+        statuses: Sequence[str] = ("active",),
+        subtree: bool = False,
+        unapproved: bool = False,
+    ) -> pa.Table:
+        """Every version of *kind* the principal may see as known at ``basis.known_at``.
+
+        The same rules as `visible` for scope, forgetting, system time and status, none
+        for valid time or supersession: history and lookups by id read this. Each row
+        comes with ``retracted_since`` (when a retraction became known, if by then) and
+        ``scope_depth``. ``subtree=True`` reads the principal's subtree instead (the
+        review queue); ``unapproved=True`` keeps proposals no approval known by then
+        points at.
+        """
+        if kind not in SPECS:
+            raise ValidationError(f"unknown kind {kind!r}", field="kind")
+        with self._lock:
+            self.lake.refresh()
+            table = self._register(kind)
+            params: dict[str, Any] = {f"basis_{c}": v for c, v in
+                                      bases_table([("read", principal, basis, subject)]).to_pylist()[0].items()}
+            where = ["NOT r.hidden", "r.status IN (SELECT unnest($statuses))"] + _filter_clauses(kind, filters, params)
+            params["statuses"] = list(statuses)
+            if unapproved:
+                where.append(f"NOT EXISTS (SELECT 1 FROM {table} a WHERE a.supersedes = r.record_id "
+                             "AND a.status = 'active' AND a.known_since <= $basis_known_at)")
+            sql = visibility_sql(f"{table} r", lambda c: f"$basis_{c}", where, heads_only=False,
+                                 versions=True, subtree=subtree)
+            hits = self.execute(sql, {k: v for k, v in params.items() if f"${k}" in sql})  # valid_at is unused
+            rows = self._take(kind, hits.column("_row"))
+            rows = rows.append_column("retracted_since", hits.column("retracted_since"))
             return rows.append_column("scope_depth", hits.column("scope_depth"))
 
     # ---------------------------------------------------------------- result cache

@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .context import Context, ContextItem
 from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
 from .lexical import Bm25
@@ -583,9 +584,10 @@ def describe_why(row: Mapping[str, Any], signal: str) -> tuple[str, ...]:
 
 
 def context_block(hits: Sequence[Hit], *, budget_tokens: int, count_tokens: Callable[[str], int],
-                  header: str = "Memory (most relevant first; each line: kind, valid time, source, evidence):") -> str:
-    """Pack hits into a prompt block within *budget_tokens*, most relevant first."""
+                  header: str = "Memory (most relevant first; each line: kind, valid time, source, evidence):") -> Context:
+    """Pack hits into a prompt block within *budget_tokens*, most relevant first (a str with ``.items``)."""
     lines = [header]
+    items = []
     used = count_tokens(header)
     for hit in hits:
         r = hit.record
@@ -598,8 +600,10 @@ def context_block(hits: Sequence[Hit], *, budget_tokens: int, count_tokens: Call
         if used + cost > budget_tokens:
             continue  # a shorter, less relevant line may still fit
         lines.append(line)
+        items.append(ContextItem(hit.record_id, hit.kind, hit.text, r.source, r.evidence, start, end,
+                                 r.scope.path if r.scope else None, hit.score, line))
         used += cost
-    return "\n".join(lines) if len(lines) > 1 else ""
+    return Context("\n".join(lines) if len(lines) > 1 else "", items)
 
 
 def _version_key(version: str) -> tuple:
