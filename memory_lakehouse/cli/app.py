@@ -15,9 +15,10 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
-from datetime import datetime
-from typing import Any, Callable, Optional, Sequence
+from datetime import datetime, timezone
+from typing import IO, Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from .. import errors
 from ..records import from_dict, to_dict
@@ -91,8 +92,82 @@ def _principal(args: argparse.Namespace) -> Principal:
     return Principal(pick("principal") or DEFAULT_ID, Scope.parse(scope), role=role)  # type: ignore[arg-type]
 
 
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 def _time(value: Optional[str], name: str) -> Optional[datetime]:
-    return require_aware(value, name, optional=True) if value else None
+    """A time option: an ISO datetime with a zone, or a date alone (midnight UTC)."""
+    if not value:
+        return None
+    flag = "--" + name.replace("_", "-")
+    text = value.strip()
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise errors.ValidationError(f"{flag} {value!r} is not a date or time: write 2026-12-01 (midnight UTC) "
+                                     "or 2026-12-01T09:30:00Z", field=name) from None
+    if _DATE.fullmatch(text):
+        return parsed.replace(tzinfo=timezone.utc)
+    if parsed.tzinfo is None:
+        raise errors.ValidationError(f"{flag} {value} has no time zone: write {value}Z for UTC, or add an "
+                                     "offset such as +02:00", field=name)
+    return require_aware(parsed, name)
+
+
+def _input_name(path: str) -> str:
+    return "stdin" if path == "-" else path
+
+
+def _input_lines(path: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each non-blank line of a file (``-``: stdin), read as UTF-8."""
+    if path == "-":
+        yield from _decoded(getattr(sys.stdin, "buffer", sys.stdin), "stdin")
+        return
+    try:
+        stream: IO[bytes] = open(path, "rb")
+    except OSError as exc:
+        raise errors.ValidationError(f"--file {path}: {(exc.strerror or str(exc)).lower()}", field="file") from None
+    with stream:
+        yield from _decoded(stream, path)
+
+
+def _decoded(stream: Iterable[bytes | str], where: str) -> Iterator[tuple[int, str]]:
+    for n, raw in enumerate(stream, 1):
+        if isinstance(raw, bytes):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise errors.ValidationError(f"{where} line {n}: not UTF-8 text (byte 0x{raw[exc.start]:02x} "
+                                             f"at column {exc.start + 1})", field="record") from None
+        else:
+            line = raw
+        if n == 1:
+            line = line.removeprefix("\ufeff")  # a byte-order mark is not part of the first record
+        if line.strip():
+            yield n, line
+
+
+def _json_line(line: str, n: int, where: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise errors.ValidationError(f"{where} line {n}: not JSON ({exc.msg} at column {exc.colno})",
+                                     field="record") from None
+
+
+def error_line(exc: BaseException) -> Optional[str]:
+    """The one line the CLI prints for an error it expects, or None for a bug (a traceback).
+
+    The library raises its own typed errors (`errors`); the rest are the command line's
+    own input: a file that cannot be read.
+    """
+    if isinstance(exc, errors.LakehouseError):
+        text = f"{type(exc).__name__}: {exc}"
+    elif isinstance(exc, OSError):
+        text = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    else:
+        return None
+    return "memlake: " + " ".join(text.split("\n"))
 
 
 # ---------------------------------------------------------------- commands
@@ -104,16 +179,23 @@ def cmd_init(args: argparse.Namespace) -> None:
 
 
 def cmd_write(args: argparse.Namespace) -> None:
-    stream = open(args.file, encoding="utf-8") if args.file and args.file != "-" else sys.stdin
-    records = []
-    for n, line in enumerate(stream, 1):
-        if line.strip():
-            try:
-                records.append(from_dict(json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise errors.ValidationError(f"line {n}: not JSON ({exc.msg})", field="record") from exc
+    where = _input_name(args.file)
+    records, lines = [], []
+    for n, line in _input_lines(args.file):
+        try:
+            records.append(from_dict(_json_line(line, n, where)))
+        except errors.ValidationError as exc:
+            if exc.detail.startswith(f"{where} line "):
+                raise
+            raise errors.ValidationError(f"{where} line {n}: {exc.detail}", field=exc.field) from None
+        lines.append(n)
     store = _open(args)
-    result = store.write_many(records, by=_principal(args), reason=args.reason)
+    try:
+        result = store.write_many(records, by=_principal(args), reason=args.reason)
+    except errors.ValidationError as exc:  # the batch's bad record, named by its input line
+        if exc.index is None:
+            raise
+        raise errors.ValidationError(f"{where} line {lines[exc.index]}: {exc.detail}", field=exc.field) from None
     counts = {a: result.count(a) for a in ("inserted", "superseded", "duplicate")}
     _emit(args, {"txn_id": result.txn_id, "counts": counts,
                  "results": [{"record_id": r.record_id, "action": r.action, "kind": r.kind,
@@ -147,7 +229,13 @@ def cmd_fact(args: argparse.Namespace) -> None:
 
 
 def cmd_policy(args: argparse.Namespace) -> None:
-    facts = json.loads(args.facts)
+    try:
+        facts = json.loads(args.facts)
+    except json.JSONDecodeError:
+        facts = None
+    if not isinstance(facts, dict):
+        raise errors.ValidationError(f"--facts {args.facts!r} is not a JSON object: write it as "
+                                     "'{\"market\": \"US\"}'", field="facts")
     store = _open(args)
     decision = store.resolve_policy(facts, at=_time(args.at, "at"), by=_principal(args),
                                     known_at=_time(args.known_at, "known_at"))
@@ -182,12 +270,18 @@ def cmd_replay(args: argparse.Namespace) -> None:
     store = _open(args)
     principal = _principal(args)
     decisions = []
-    with open(args.file, encoding="utf-8") if args.file != "-" else sys.stdin as stream:
-        for line in stream:
-            if line.strip():
-                row = json.loads(line)
-                decisions.append((row["decision_id"], principal, row.get("query", ""), row.get("subject"),
-                                  require_aware(row["decided_at"], "decided_at")))
+    where = _input_name(args.file)
+    for n, line in _input_lines(args.file):
+        row = _json_line(line, n, where)
+        missing = [k for k in ("decision_id", "decided_at") if not isinstance(row, dict) or k not in row]
+        if missing:
+            raise errors.ValidationError(f"{where} line {n}: a decision needs {' and '.join(missing)}",
+                                         field=missing[0])
+        try:
+            decided_at = require_aware(row["decided_at"], "decided_at")
+        except errors.ValidationError as exc:
+            raise errors.ValidationError(f"{where} line {n}: {exc.detail}", field=exc.field) from None
+        decisions.append((row["decision_id"], principal, row.get("query", ""), row.get("subject"), decided_at))
     rep = store.replay(decisions, naive=args.naive)
     per_decision = rep.per_decision().to_pylist()
     _emit(args, {"decisions": rep.decisions, "leakage_rate": rep.leakage_rate,
@@ -206,12 +300,12 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    """Run an eval of the repository's `evals` package (the library itself never imports it)."""
+    """Run the repository's eval suite, `evals.suite` (the library itself never imports it)."""
     try:
-        suite = importlib.import_module(f"evals.{args.suite}")
+        from evals.suite import main as suite_main
     except ModuleNotFoundError as exc:
-        raise errors.StoreError(f"eval suite {args.suite!r} not found: run from a checkout that has evals/") from exc
-    code = suite.main(list(args.rest))
+        raise errors.StoreError("the eval suite was not found: run from a checkout that has evals/") from exc
+    code = suite_main(list(args.rest))
     if code:
         raise SystemExit(code)
 
@@ -255,9 +349,9 @@ def _common(p: argparse.ArgumentParser, *, principal: bool = True, basis: bool =
                        help=f"principal role (else ${ENV['role']}, the profile, or '{DEFAULT_ROLE}')")
         p.add_argument("--profile", default=None, help="JSON profile with as/scope/role (else $MEMLAKE_PROFILE)")
     if basis:
-        p.add_argument("--as-of", help="ISO datetime: sets both clocks (replay)")
-        p.add_argument("--known-at", help="ISO datetime: system time (what the store had recorded)")
-        p.add_argument("--valid-at", help="ISO datetime: world time (what was true)")
+        p.add_argument("--as-of", help="ISO datetime with a zone, or a date (midnight UTC): sets both clocks")
+        p.add_argument("--known-at", help="ISO datetime or date: system time (what the store had recorded)")
+        p.add_argument("--valid-at", help="ISO datetime or date: world time (what was true)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,9 +407,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the bundled model, or a hashing embedder (no model load)")
     p.add_argument("--store", help="where to build the bench store (default: a temp dir)")
     p.set_defaults(fn=cmd_bench)
-    p = sub.add_parser("eval", help="run an eval suite (retrieval: hit@1 / hit@5 / MRR per ranker)")
-    p.add_argument("suite", choices=["retrieval"], help="which suite")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments passed to the suite (see its --help)")
+    # every argument (options included) goes to the suite's own parser: `memlake eval --help` is its help
+    p = sub.add_parser("eval", help="behavioural evals, ours vs a naive memory: NAME... | all, --quick, --out DIR",
+                       add_help=False, prefix_chars="\0")
+    p.add_argument("rest", nargs="*", help="the suites and their options (`memlake eval --help`)")
     p.set_defaults(fn=cmd_eval)
     p = sub.add_parser("demo", help="a short story on a fresh store")
     p.add_argument("--store", default="data/store", help="where to build the demo store (emptied first)")
@@ -332,16 +427,17 @@ COMMAND_GROUPS: tuple[str, ...] = ("governed", "reads", "serve")
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.fn(args)
-    except errors.LakehouseError as exc:
-        print(f"memlake: {type(exc).__name__}: {exc}", file=sys.stderr)
+        try:
+            args.fn(args)
+        finally:
+            if getattr(args, "opened", None) is not None:
+                args.opened.close()
+    except Exception as exc:
+        line = error_line(exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
         return 2
-    except (json.JSONDecodeError, FileNotFoundError) as exc:
-        print(f"memlake: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if getattr(args, "opened", None) is not None:
-            args.opened.close()
     return 0
 
 
