@@ -25,7 +25,7 @@ from typing import Optional
 
 import memory_lakehouse as ml
 
-from .model import ChatModel, ModelUnavailable
+from .model import ChatModel, ModelUnavailable, SmolLM2
 from .ollama_model import build_model
 from .turn import TurnResult, run_turn
 
@@ -166,7 +166,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        model = build_model(args.model)
+        model = SmolLM2() if args.model == "smollm2" else build_model(args.model)
     except ModelUnavailable as exc:
         print(f"agent_loop.demo: {exc}", file=sys.stderr)
         return 2
