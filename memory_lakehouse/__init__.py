@@ -9,6 +9,10 @@ from here.
 """
 
 from .audit import AuditEvent, AuditLog
+from .capture import (
+    CaptureJob, CaptureResult, ExtractionTask, ExtractionWorker, Extractor, LoadReport, Question, RuleExtractor, Seen,
+)
+from .conversation import Memory, Summary, Turn
 from .authz import Authorization, authorize
 from .browse import History, Listing, SlotVersion
 from .context import Context, ContextItem
@@ -31,9 +35,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AuditEvent", "AuditLog", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate",
-    "ConflictError", "Context", "ContextItem", "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact",
-    "ForgetReport", "HashingEmbedder", "History", "Hit", "LakehouseError", "Listing", "MemoryStore",
-    "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference", "Principal", "PurgeReport", "Redactor",
-    "Reference", "ReplayResult", "Scope", "SlotVersion", "StaleGeneration", "StoreError", "ValidationError",
-    "WriteResult", "__version__", "authorize", "open",
+    "CaptureJob", "CaptureResult", "ConflictError", "Context", "ContextItem", "Decision", "Embedder", "Envelope",
+    "Episode", "Escalation", "ExtractionTask", "ExtractionWorker", "Extractor", "Fact", "ForgetReport",
+    "HashingEmbedder", "History", "Hit", "LakehouseError", "Listing", "LoadReport", "Memory", "MemoryStore",
+    "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference", "Principal", "PurgeReport", "Question",
+    "Redactor", "Reference", "ReplayResult", "RuleExtractor", "Scope", "Seen", "SlotVersion", "StaleGeneration",
+    "StoreError", "Summary", "Turn", "ValidationError", "WriteResult", "__version__", "authorize", "open",
 ]

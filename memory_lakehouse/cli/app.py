@@ -421,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Modules of this package that add commands: each has ``register(sub)``, called with the subparsers.
-COMMAND_GROUPS: tuple[str, ...] = ("governed", "reads", "serve")
+COMMAND_GROUPS: tuple[str, ...] = ("conversation", "governed", "reads", "serve")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
