@@ -162,7 +162,7 @@ OUT_OF_REACH = ("another scope", "forgotten", "learned later")
 
 
 def run_generated(ctx: Context, seed: int) -> tuple[dict[str, dict[str, float]], int, dict[str, int]]:
-    events, questions, forgotten, asked_at = generate(seed, ctx.size("abstention.members", 20, 150))
+    events, questions, forgotten, asked_at = generate(seed, ctx.size("abstention.members", 12, 80))
     clock = SimClock(day(-1))
     store = ctx.open_store(NAME, clock)
     naive = ctx.naive()
@@ -284,7 +284,7 @@ def run_locomo(ctx: Context, folder: Path) -> tuple[dict[str, dict[str, float]],
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
     gen, n_gen, why = run_generated(ctx, seed)
-    lme, n_lme = run_longmemeval(ctx, longmemeval_sample(seed + 1, ctx.size("abstention.lme", 24, 200)))
+    lme, n_lme = run_longmemeval(ctx, longmemeval_sample(seed + 1, ctx.size("abstention.lme", 12, 100)))
     data = f"generated members (seed {seed}, {n_gen} questions)"
     metrics = [
         Metric("precision of 'nothing relevant' (generated; held-out half)", gen["ours"]["precision"],

@@ -66,8 +66,8 @@ class IgnoresAsOf(_Proxy):
 
 
 def _slot(record: ml.Envelope) -> tuple[str, str, str] | None:
-    if record.kind in ("fact", "preference"):
-        return record.kind, record.subject_name.casefold(), str(getattr(record, "attribute")).casefold()
+    if isinstance(record, (ml.Fact, ml.Preference)):
+        return record.kind, record.subject_name.casefold(), str(record.attribute).casefold()
     return None
 
 

@@ -26,7 +26,7 @@ import memory_lakehouse as ml
 
 from .naive import NaiveItem, NaiveMemory
 
-UTC = timezone.utc
+UTC = timezone.utc  # noqa: UP017 - one name for the evals, as in scripts/_scenario.py
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Generator seeds of the suite's datasets. No test uses these: tests pass their own seeds.
@@ -222,16 +222,14 @@ class Event:
 
 def text_of(record: ml.Envelope) -> str:
     """The naive memory's text of a record: its content fields, as a plain vector store would embed them."""
-    kind = record.kind
-    if kind in ("fact", "preference"):
-        return f"{getattr(record, 'subject')} {getattr(record, 'attribute')}: {getattr(record, 'value')}"
-    if kind == "episode":
-        return f"{getattr(record, 'service')} {getattr(record, 'symptom')} -> {getattr(record, 'action')} " \
-               f"({getattr(record, 'outcome')})"
-    if kind == "reference":
-        return f"{getattr(record, 'title')}: {getattr(record, 'content')}"
-    if kind == "policy":
-        return str(getattr(record, "text"))
+    if isinstance(record, (ml.Fact, ml.Preference)):
+        return f"{record.subject} {record.attribute}: {record.value}"
+    if isinstance(record, ml.Episode):
+        return f"{record.service} {record.symptom} -> {record.action} ({record.outcome})"
+    if isinstance(record, ml.Reference):
+        return f"{record.title}: {record.content}"
+    if isinstance(record, ml.Policy):
+        return record.text
     return str(getattr(record, "value", ""))
 
 

@@ -25,6 +25,7 @@ import shutil
 import string
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -150,8 +151,8 @@ def _attempt(fn: Callable[[], Any]) -> bool:
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
     rng = random.Random(seed)
-    n_forget = ctx.size("forgetting.forgotten", 3, 20)
-    n_keep = ctx.size("forgetting.kept", 3, 20)
+    n_forget = ctx.size("forgetting.forgotten", 2, 10)
+    n_keep = ctx.size("forgetting.kept", 2, 10)
     clock = SimClock(day(-1))
     ledger = ctx.path(f"{NAME}-ledger")
     store = ctx.open_store(NAME, clock, ledger_uri=str(ledger))
@@ -203,7 +204,7 @@ def run(ctx: Context) -> EvalResult:
     for subject, can in forgotten.items():
         record = ml.Fact(subject, "delivery_note", f"{can} late summary from a stale worker", day(39),
                          source="summary-worker@v1", evidence=f"crm:{subject}/late")
-        _attempt(lambda r=record, s=subject: store.write(r, by=WORKER, generation=generations[s]))
+        _attempt(partial(store.write, record, by=WORKER, generation=generations[subject]))
         hit = served_by_store(store, {subject: can}, []) > 0
         attempts["stale worker"] += hit
         naive.add([naive_item(record, f"late-{subject}", WORKER.scope, day(42))])
@@ -211,7 +212,7 @@ def run(ctx: Context) -> EvalResult:
     ctx.tick(NAME, 4, 6)
     clock.set(day(43))
     for subject, can in forgotten.items():
-        _attempt(lambda s=subject: ingest(backfill[s], store, None, clock))
+        _attempt(partial(ingest, backfill[subject], store, None, clock))
         back = served_by_store(store, {subject: can}, []) > 0 or byte_scan([root], [can]) > 0
         attempts["re-run backfill"] += back
         naive.add([naive_item(e.record, f"re-{e.label}", e.scope or e.by.scope, day(43)) for e in backfill[subject]])

@@ -96,9 +96,9 @@ def _walk(rng: random.Random, values: tuple[str, ...], n: int) -> list[str]:
 def current(versions: list[Version], at: datetime) -> dict[tuple[str, str], Version | None]:
     """Per slot, the version true at *at* (None when it expired or ended)."""
     out: dict[tuple[str, str], Version | None] = {}
-    for v in sorted(versions, key=lambda v: v.valid_from):
-        if v.valid_from <= at:
-            out[(v.subject, v.attribute)] = v
+    for version in sorted(versions, key=lambda v: v.valid_from):
+        if version.valid_from <= at:
+            out[(version.subject, version.attribute)] = version
     for slot, v in list(out.items()):
         if v is not None and ((v.kind == "preference" and v.valid_from + TTL <= at)
                               or (v.valid_to is not None and v.valid_to <= at)):
@@ -108,7 +108,7 @@ def current(versions: list[Version], at: datetime) -> dict[tuple[str, str], Vers
 
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
-    users = ctx.size("knowledge_update.users", 25, 300)
+    users = ctx.size("knowledge_update.users", 12, 120)
     now = day(200)
     events, versions = generate(seed, users, now)
     clock = SimClock(day(-1))

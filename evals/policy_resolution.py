@@ -37,8 +37,8 @@ READERS = (ml.Principal("ana", ml.Scope("shop", "support", "emea", "ana"), role=
 ESCALATE = "ESCALATE"
 
 
-def t(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def t(year: int, month: int, day: int, hour: int = 0) -> datetime:
+    return datetime(year, month, day, hour, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def category(order: dict[str, str], at: datetime, reader: ml.Principal, asked: s
 
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
-    n = ctx.size("policy.orders", 60, 600)
+    n = ctx.size("policy.orders", 40, 300)
     clock = SimClock(t(2025, 12, 31))
     store = ctx.open_store(NAME, clock)
     naive = ctx.naive()
@@ -154,7 +154,7 @@ def run(ctx: Context) -> EvalResult:
     right = {"ours": 0, "naive": 0}
     asked_total = 0
     cases = orders(seed, n)
-    for i, (oid, order, at, reader) in enumerate(cases):
+    for i, (_oid, order, at, reader) in enumerate(cases):
         for asked, known in (("now", None), ("then", at)):
             want = expected(order, at, reader, NOW if known is None else known)
             try:

@@ -70,7 +70,7 @@ _EVIDENCE = re.compile(r"evidence (\S+?)\]?$")
 
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
-    incidents = ctx.size("provenance.incidents", 30, 300)
+    incidents = ctx.size("provenance.incidents", 20, 150)
     events, openable, questions = generate(seed, incidents)
     clock = SimClock(day(-1))
     store = ctx.open_store(NAME, clock)
@@ -91,7 +91,7 @@ def run(ctx: Context) -> EvalResult:
     carrying = {"ours": 0, "naive": 0}
     cited = {"ours": 0, "naive": 0}
     lines = lines_openable = 0
-    for n, (question, service) in enumerate(questions):
+    for n, (question, _service) in enumerate(questions):
         hits = store.recall(question, by=ASKER, k=6)
         for h in hits:
             items["ours"] += 1

@@ -90,9 +90,9 @@ def most_specific(events: list[Event], subject: str, reader: ml.Principal) -> st
 
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
-    accounts = ctx.size("scope.accounts", 4, 25)
-    customers = ctx.size("scope.customers", 10, 80)
-    questions = ctx.size("scope.questions", 60, 600)
+    accounts = ctx.size("scope.accounts", 3, 15)
+    customers = ctx.size("scope.customers", 8, 40)
+    questions = ctx.size("scope.questions", 30, 300)
     events, principals = generate(seed, accounts, customers)
     clock = SimClock(day(-1))
     store = ctx.open_store(NAME, clock)

@@ -84,7 +84,7 @@ def _right(texts: list[str], d: Decision) -> bool:
 
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
-    customers = ctx.size("skew.customers", 15, 150)
+    customers = ctx.size("skew.customers", 10, 80)
     events, decisions, backfill_at = generate(seed, customers)
     clock = SimClock(day(-1))
     store = ctx.open_store(NAME, clock)

@@ -126,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     kind = "hashing" if args.embedder == "hashing" or (args.embedder == "default" and args.quick) else "minilm"
     embedder = ml.HashingEmbedder(dim=384) if kind == "hashing" else ml.MiniLMEmbedder()
+    commit = commit_label()  # before the run: the code that measured, not what the tree holds at the end
     bar, tick = _progress(not args.quick)
     ctx = Context(quick=args.quick, data=args.data, embedder=embedder, progress=tick)
     if bar is not None:
@@ -133,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results = run_suite(names, ctx)
     else:
         results = run_suite(names, ctx)
-    card = scorecard.card(results, commit=commit_label(), mode="quick" if args.quick else "full",
+    card = scorecard.card(results, commit=commit, mode="quick" if args.quick else "full",
                           data=str(args.data) if args.data else None, embedder=embedder.name)
     if args.out is not None:
         written = scorecard.write(card, args.out)

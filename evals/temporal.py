@@ -161,7 +161,7 @@ def run_production(store: Any, naive: NaiveMemory, clock: SimClock, tickets: Seq
 
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
-    customers = ctx.size("temporal.customers", 8, 60)
+    customers = ctx.size("temporal.customers", 5, 40)
     per = ctx.size("temporal.tickets", 5, 7)
     tickets, events = generate(seed, customers, per)
     data = f"generated tickets (seed {seed}, {len(tickets)} tickets)"

@@ -19,7 +19,6 @@ import hashlib
 import importlib.resources
 import importlib.util
 import itertools
-import math
 import os
 import re
 import threading
@@ -50,22 +49,6 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Shape ``(len(texts), dim)``, float32, each row of norm 1 (0 for empty text)."""
         ...
-
-
-def count_tokens(embedder: object, text: str) -> int:
-    """Tokens `text` costs: the embedder's own count if it has one, else ceil(len/4).
-
-    For prompt budgets. The fallback is the usual ~4 characters per token estimate.
-
-    >>> count_tokens(HashingEmbedder(), "abcdefghi")
-    3
-    """
-    if not isinstance(text, str):
-        raise ValidationError("text must be a str", field="text")
-    own = getattr(embedder, "count_tokens", None)
-    if callable(own):
-        return int(own(text))
-    return math.ceil(len(text) / 4)
 
 
 # -- shared checks ---------------------------------------------------------------
@@ -185,7 +168,6 @@ class MiniLMEmbedder:
         self._session: onnxruntime.InferenceSession | None = None
         self._inputs: frozenset[str] = frozenset()
         self._tokenizer: tokenizers.Tokenizer | None = None
-        self._counter: tokenizers.Tokenizer | None = None
 
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(name={self.name!r}, batch_size={self.batch_size}, threads={self.threads})"
@@ -195,7 +177,6 @@ class MiniLMEmbedder:
     def _load_tokenizers(self) -> None:
         with self._lock:
             if self._tokenizer is None:
-                self._counter = _build_tokenizer(None)
                 self._tokenizer = _build_tokenizer(self.max_tokens)
 
     def _load_session(self) -> None:
@@ -243,17 +224,17 @@ class MiniLMEmbedder:
     # -- public ---------------------------------------------------------------
 
     def count_tokens(self, text: str) -> int:
-        """Word-pieces in `text` (no [CLS]/[SEP], no 256 cut): what a prompt budget counts.
+        """Tokens `text` costs in a prompt budget: `tokens.count_tokens`, the one definition.
+
+        Word pieces of this model's tokenizer (no [CLS]/[SEP], no 256 cut), a character
+        a token where it would say [UNK].
 
         >>> MiniLMEmbedder().count_tokens("tokenization")
         2
         """
-        if not isinstance(text, str):
-            raise ValidationError("text must be a str", field="text")
-        if self._counter is None:
-            self._load_tokenizers()
-        assert self._counter is not None
-        return len(self._counter.encode(text, add_special_tokens=False).ids)
+        from .tokens import count_tokens
+
+        return count_tokens(text)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Rows of unit length, shape ``(len(texts), 384)``, in input order."""
@@ -408,6 +389,5 @@ __all__ = [
     "HashingEmbedder",
     "CallableEmbedder",
     "default_embedder",
-    "count_tokens",
     "MODEL_DISTRIBUTION",
 ]

@@ -584,27 +584,58 @@ def describe_why(row: Mapping[str, Any], signal: str) -> tuple[str, ...]:
     return tuple(why)
 
 
-def context_block(hits: Sequence[Hit], *, budget_tokens: int, count_tokens: Callable[[str], int],
+#: A line that does not fit whole is cut only if at least this many tokens of its text fit.
+MIN_CUT_TOKENS = 8
+
+
+def context_block(hits: Sequence[Hit], *, budget_tokens: int,
                   header: str = "Memory (most relevant first; each line: kind, valid time, source, evidence):") -> Context:
-    """Pack hits into a prompt block within *budget_tokens*, most relevant first (a str with ``.items``)."""
-    lines = [header]
-    items = []
+    """Pack hits into a prompt block within *budget_tokens*, most relevant first.
+
+    Every cost is `tokens.count_tokens` (the one definition; a block's parts meet at
+    spaces and newlines, where word pieces split, so the block costs the sum of its
+    parts, plus one token a line for the newline). Lines that fit whole go in, in rank
+    order; one that does not is left out, and a shorter, less relevant one may still
+    fit. Then the most relevant line left out is cut to what remains, marked ``cut``,
+    if at least `MIN_CUT_TOKENS` of its text fit: a long memory is cut, never overflows.
+    The result is a ``str`` with ``.items``: one `ContextItem` per line, in order.
+    """
+    from .tokens import count_tokens, cut
+
+    def item(hit: Hit, line: str) -> ContextItem:
+        r = hit.record
+        start, end = r.valid_interval
+        return ContextItem(hit.record_id, hit.kind, hit.text, r.source, r.evidence, start, end,
+                           r.scope.path if r.scope else None, hit.score, line)
+
     used = count_tokens(header)
-    for hit in hits:
+    placed: list[tuple[int, str, ContextItem]] = []
+    skipped: Optional[tuple[int, Hit, str]] = None  # the most relevant line left out
+    for rank, hit in enumerate(hits):
+        left = budget_tokens - used
+        if left <= 0:
+            break
         r = hit.record
         start, end = r.valid_interval
         valid = f"valid {start:%Y-%m-%d}" + (f"..{end:%Y-%m-%d}" if end else "") if start else ""
         meta = "; ".join(p for p in (hit.kind, valid, f"source {r.source}",
                                      f"evidence {r.evidence}" if r.evidence else "") if p)
         line = f"- {hit.text} [{meta}]"
-        cost = count_tokens(line) + 1
-        if used + cost > budget_tokens:
-            continue  # a shorter, less relevant line may still fit
-        lines.append(line)
-        items.append(ContextItem(hit.record_id, hit.kind, hit.text, r.source, r.evidence, start, end,
-                                 r.scope.path if r.scope else None, hit.score, line))
-        used += cost
-    return Context("\n".join(lines) if len(lines) > 1 else "", items)
+        fitted, cost = cut(line, left - 1)  # one tokenizer pass, which stops where the budget does
+        if fitted == line:
+            placed.append((rank, line, item(hit, line)))
+            used += cost + 1
+        elif skipped is None:
+            skipped = (rank, hit, meta)
+    if skipped is not None:
+        rank, hit, meta = skipped
+        left = budget_tokens - used - count_tokens(f"- … [{meta}; cut]") - 1
+        if left >= MIN_CUT_TOKENS:
+            text, _ = cut(hit.text, left)
+            line = f"- {text} … [{meta}; cut]"
+            placed.append((rank, line, item(hit, line)))
+    placed.sort(key=lambda p: p[0])
+    return Context("\n".join([header] + [p[1] for p in placed]) if placed else "", [p[2] for p in placed])
 
 
 def _version_key(version: str) -> tuple:

@@ -277,21 +277,20 @@ class MemoryStore:
                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> Context:
         """A prompt block of the most relevant visible memories, within *budget_tokens*.
 
-        Tokens are counted with the embedder's tokenizer; each line carries kind, valid
-        time, source and evidence, so the model can cite what it uses. The result is a
-        ``str`` (the block, as printed) with ``.text`` and ``.items``: one `ContextItem`
-        per line (record_id, kind, source, evidence, valid time, score).
+        Tokens are word pieces of the default model's tokenizer, whatever the embedder
+        (`tokens.count_tokens`, which can only over-count); a memory too long for what is
+        left is cut and marked ``cut``. Each line carries kind, valid time, source and
+        evidence, so the model can cite what it uses.
+        The result is a ``str`` (the block, as printed) with ``.text`` and ``.items``: one
+        `ContextItem` per line (record_id, kind, source, evidence, valid time, score).
 
         >>> # ctx = store.context("can I invite 50 members?", by=alice); ctx.items[0].record_id
         """
-        if not isinstance(budget_tokens, int) or budget_tokens < 1:
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
             raise ValidationError("budget_tokens must be a positive integer", field="budget_tokens")
-        from .embed import count_tokens
-
         hits = self.recall(query, by=by, subject=subject, kinds=kinds, k=k, as_of=as_of, known_at=known_at,
                            valid_at=valid_at)
-        embedder = self.retriever.embedder
-        return context_block(hits, budget_tokens=budget_tokens, count_tokens=lambda t: count_tokens(embedder, t))
+        return context_block(hits, budget_tokens=budget_tokens)
 
     def get(self, record_id: str, *, by: Principal, as_of: Optional[datetime] = None,
             known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> Optional[Envelope]:

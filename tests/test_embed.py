@@ -20,10 +20,10 @@ from memory_lakehouse.embed import (
     Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
-    count_tokens,
     default_embedder,
 )
 from memory_lakehouse.errors import StoreError, ValidationError
+from memory_lakehouse.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parent.parent  # subprocesses import the package from here
 
@@ -169,19 +169,18 @@ def test_minilm_matches_published_reference_centroids(minilm: MiniLMEmbedder) ->
 
 def test_count_tokens_counts_word_pieces(minilm: MiniLMEmbedder) -> None:
     sentence = "The pharmacokinetics of levothyroxine are idiosyncratic"
-    n = count_tokens(minilm, sentence)
-    assert n == minilm.count_tokens(sentence)
+    n = count_tokens(sentence)
+    assert n == minilm.count_tokens(sentence)  # the model's own count is the one definition
     assert n > len(sentence.split())  # rare words split into several pieces
     assert minilm.count_tokens("hello world") == 2  # no [CLS]/[SEP] in a budget
     assert minilm.count_tokens("word " * 1000) == 1000  # budgets see past the 256 cut
 
 
-def test_count_tokens_falls_back_to_four_characters_a_token() -> None:
-    assert count_tokens(HashingEmbedder(), "") == 0
-    assert count_tokens(HashingEmbedder(), "abcd") == 1
-    assert count_tokens(HashingEmbedder(), "abcde") == 2
+def test_count_tokens_is_the_same_whatever_the_embedder_and_needs_no_model() -> None:
+    assert count_tokens("") == 0
+    assert count_tokens("hello world") == 2
     with pytest.raises(ValidationError):
-        count_tokens(HashingEmbedder(), None)  # type: ignore[arg-type]
+        count_tokens(None)  # type: ignore[arg-type]
 
 
 def test_vocab_file_is_the_unmodified_bert_uncased_vocabulary() -> None:

@@ -178,3 +178,14 @@ def test_a_batch_redacts_each_record_as_a_single_write_would(store, clock):
         assert store.get_fact(f"user:{i}", "note", by=MEMBER).value == expected
         assert set(result.redacted) == set(kinds)
     assert "[REDACTED:card_number]" in store.get_fact("user:3", "note", by=MEMBER).value
+
+
+def test_phone_numbers_ssns_and_passwords_in_words_never_reach_a_byte(store, clock):
+    clock.set(day(2))
+    pii = ("415 555 0100", "555-0100", "123-45-6789", "hunter2")
+    result = store.write(fact("user:7", "contact", "call +1 415 555 0100 or (415) 555-0100; SSN 123-45-6789",
+                              day(1), evidence="password hunter2 was in the ticket"), by=MEMBER)
+    assert set(result.redacted) == {"phone_number", "ssn", "credential_phrase"}
+    store.recall("contact call", by=MEMBER)
+    checkpoint_every_table(Path(store.root))
+    assert {s: w for s, w in occurrences(Path(store.root), pii).items() if w} == {}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import memory_lakehouse as ml
 from _support import CURATOR, MEMBER, day, fact
+
+import memory_lakehouse as ml
 
 
 def test_replaying_one_decision_again_sees_the_same_rows(tmp_path, clock):
