@@ -26,6 +26,7 @@ from typing import Optional
 import memory_lakehouse as ml
 
 from .model import ChatModel, ModelUnavailable, SmolLM2
+from .ollama_model import build_model
 from .turn import TurnResult, run_turn
 
 CUSTOMER = "customer-728"
@@ -160,14 +161,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent_loop.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--store", help="store path, emptied first (default: a fresh temporary directory)")
     parser.add_argument("--max-tokens", type=int, default=64, help="reply length cap per turn (default 64)")
+    parser.add_argument("--model", default="smollm2",
+                        help="smollm2 (bundled, llama.cpp) or ollama:NAME (a local Ollama server; default smollm2)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        model = SmolLM2()
+        model = SmolLM2() if args.model == "smollm2" else build_model(args.model)
     except ModelUnavailable as exc:
         print(f"agent_loop.demo: {exc}", file=sys.stderr)
         return 2
-    print(f"loaded {model.name} from {model.model_path} in {time.perf_counter() - started:.2f} s")
+    print(f"loaded {model.name} from {getattr(model, 'model_path', 'the server')} in "
+          f"{time.perf_counter() - started:.2f} s")
     failed = run(_prepare(args.store), model, max_tokens=args.max_tokens)
     model.close()
     if failed:

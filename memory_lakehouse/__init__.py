@@ -5,15 +5,17 @@ from here.
 
 >>> import memory_lakehouse as ml
 >>> sorted(ml.__all__)[:3]
-['AuditEvent', 'Authorization', 'Basis']
+['AuditEvent', 'AuditLog', 'Authorization']
 """
 
-from .audit import AuditEvent
+from .audit import AuditEvent, AuditLog
 from .capture import (
     CaptureJob, CaptureResult, ExtractionTask, ExtractionWorker, Extractor, LoadReport, Question, RuleExtractor, Seen,
 )
 from .conversation import Memory, Summary, Turn
 from .authz import Authorization, authorize
+from .browse import History, Listing, SlotVersion
+from .context import Context, ContextItem
 from .embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
 from .errors import (
     ConflictError, Escalation, LakehouseError, PermissionDenied, StaleGeneration, StoreError, ValidationError,
@@ -35,12 +37,12 @@ from .write import BatchResult, WriteResult
 __version__ = "0.1.0"
 
 __all__ = [
-    "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "CaptureJob",
-    "CaptureResult", "CheckpointReport", "CompactReport", "ConflictError", "Decision", "Embedder", "Envelope",
-    "Episode", "Escalation", "ExportReport", "ExtractionTask", "ExtractionWorker", "Extractor", "Fact",
-    "ForgetReport", "HashingEmbedder", "Hit", "LakehouseError", "LoadReport", "MaintenancePolicy",
-    "MaintenanceStatus", "Memory", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy",
-    "Preference", "Principal", "PurgeReport", "Question", "Ranking", "Redactor", "Reference", "ReplayResult",
-    "RuleExtractor", "Scope", "Seen", "StaleGeneration", "StoreError", "Summary", "Turn", "VacuumReport",
-    "ValidationError", "WriteResult", "__version__", "authorize", "open",
+    "AuditEvent", "AuditLog", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "CaptureJob",
+    "CaptureResult", "CheckpointReport", "CompactReport", "ConflictError", "Context", "ContextItem", "Decision",
+    "Embedder", "Envelope", "Episode", "Escalation", "ExportReport", "ExtractionTask", "ExtractionWorker",
+    "Extractor", "Fact", "ForgetReport", "HashingEmbedder", "History", "Hit", "LakehouseError", "Listing",
+    "LoadReport", "MaintenancePolicy", "MaintenanceStatus", "Memory", "MemoryStore", "MiniLMEmbedder", "Note",
+    "PermissionDenied", "Policy", "Preference", "Principal", "PurgeReport", "Question", "Ranking", "Redactor",
+    "Reference", "ReplayResult", "RuleExtractor", "Scope", "Seen", "SlotVersion", "StaleGeneration", "StoreError",
+    "Summary", "Turn", "VacuumReport", "ValidationError", "WriteResult", "__version__", "authorize", "open",
 ]

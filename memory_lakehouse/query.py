@@ -113,7 +113,8 @@ def refreshed_expiry_sql(sightings: str, known_at: str, valid_at: str, alias: st
 
 def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *, heads_only: bool,
                    expiry: str = "r.expires_at", carry: Sequence[str] = (), narrow: Sequence[str] = (),
-                   subject_first: bool = True, per_scope: bool = False) -> str:
+                   subject_first: bool = True, per_scope: bool = False, versions: bool = False,
+                   subtree: bool = False) -> str:
     """The rules of `Visibility.visible` as SQL; ``b(col)`` names a basis value.
 
     One builder for every read: a single read passes its basis as parameters, a replay
@@ -133,18 +134,36 @@ def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *
     serves any reader of the org from it (a scope has no gaps, so one (slot, scope) per
     (slot, depth) matches a reader). It takes no narrowing: `OrgHeads` applies the
     filters it can after the heads, the same order as here.
+
+    ``versions=True`` (history) keeps every version known at ``known_at`` whatever its
+    valid time or later retraction, and returns ``retracted_since`` with each (no heads
+    are chosen, so *where* may hold the caller's filters directly); ``subtree=True`` (a
+    curator's review queue) reads the reader's scope and everything under it instead of
+    the scope and its ancestors.
     """
     if per_scope and narrow:
         raise ValueError("per-scope heads take no narrowing: OrgHeads filters after the heads")
-    scope_rules = [] if per_scope else [scope_rule_sql(level, b(level)) for level in SCOPE_LEVELS]
-    basis_rules = [
-        f"r.org = {b('org')}",
-        *scope_rules,
-        f"r.known_since <= {b('known_at')}",  # system time: known by then
-        f"(r.retracted_since IS NULL OR r.retracted_since > {b('known_at')})",  # not yet retracted then
-        f"r.valid_from <= {b('valid_at')}",  # world time: begun by then
-    ]
+    if subtree:  # rows at or below the reader: each level the reader names must match
+        scope_rules = [f"({b(level)} IS NULL OR r.{level} = {b(level)})" for level in SCOPE_LEVELS]
+    elif per_scope:
+        scope_rules = []
+    else:  # the reader's scope and its ancestors
+        scope_rules = [scope_rule_sql(level, b(level)) for level in SCOPE_LEVELS]
+    basis_rules = [f"r.org = {b('org')}", *scope_rules, f"r.known_since <= {b('known_at')}"]  # known by then
+    if not versions:
+        basis_rules += [
+            f"(r.retracted_since IS NULL OR r.retracted_since > {b('known_at')})",  # not yet retracted then
+            f"r.valid_from <= {b('valid_at')}",  # world time: begun by then
+        ]
     subject_rule = f"({b('subject_key')} IS NULL OR r.subject_key = {b('subject_key')})"
+    if versions:
+        return f"""
+SELECT {b('decision_id')} AS decision_id, r._row, {scope_depth_sql("r")} AS scope_depth,
+       CASE WHEN r.retracted_since <= {b('known_at')} THEN r.retracted_since END AS retracted_since
+FROM {source}
+WHERE {' AND '.join(basis_rules + [subject_rule] + list(where))}
+ORDER BY r.valid_from, r.known_since, r.commit_version, r._row
+"""
     narrow = list(narrow)
     if subject_first:
         basis_rules.append(subject_rule)
@@ -180,6 +199,32 @@ SELECT {selected} FROM heads
 {"WHERE " + " AND ".join(narrow) if narrow else ""}
 ORDER BY decision_id, valid_from DESC, known_since DESC
 """
+
+
+def _filter_clauses(kind: str, filters: Optional[Mapping[str, Any]], params: dict[str, Any], *,
+                    carried: bool = False) -> tuple[list[str], list[str]]:
+    """The callers' exact-match filters: ``(carry, predicates)`` (they only narrow; scope columns are refused).
+
+    Plain (*carried* False): predicates over the row's columns, for reads that choose no
+    heads (history, the review queue). *carried*: each filtered column is carried as
+    ``_f<i>`` and the predicates read that, so `visibility_sql` applies them to the heads.
+    """
+    filterable = set(SPECS[kind].schema.names)
+    carry: list[str] = []
+    where: list[str] = []
+    for i, (col, value) in enumerate(sorted((filters or {}).items())):
+        if col not in filterable or col in ("org", "division", "team", "actor"):
+            raise ValidationError(
+                f"cannot filter {kind} on {col!r}; filterable: "
+                f"{', '.join(sorted(filterable - {'org', 'division', 'team', 'actor'}))}",
+                field="filters",
+            )
+        params[f"f{i}"] = _filter_value(kind, col, value)
+        ref = f"_f{i}" if carried else f"r.{col}"
+        if carried:
+            carry.append(f"r.{col} AS {ref}")
+        where.append(f"{ref} IS NOT DISTINCT FROM $f{i}" if value is None else f"{ref} = $f{i}")
+    return carry, where
 
 
 def bases_table(reads: Sequence[tuple[str, Principal, Basis, Optional[str]]]) -> pa.Table:
@@ -541,7 +586,6 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         """
         if kind not in SPECS:
             raise ValidationError(f"unknown kind {kind!r}", field="kind")
-        filterable = set(SPECS[kind].schema.names)
         with self._lock:
             self.lake.refresh()
             refreshed = self._refreshed(kind)
@@ -559,17 +603,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 # every basis names the same subject: filter the scan itself, not only the join
                 params["subject_key"] = keys[0]
                 where.append("r.subject_key = $subject_key")
-            carry, narrow = [], []  # filters narrow the visible set: applied to the heads (visibility_sql)
-            for i, (col, value) in enumerate(sorted((filters or {}).items())):
-                if col not in filterable or col in ("org", "division", "team", "actor"):
-                    raise ValidationError(
-                        f"cannot filter {kind} on {col!r}; filterable: "
-                        f"{', '.join(sorted(filterable - {'org', 'division', 'team', 'actor'}))}",
-                        field="filters",
-                    )
-                params[f"f{i}"] = _filter_value(kind, col, value)
-                carry.append(f"r.{col} AS _f{i}")
-                narrow.append(f"_f{i} IS NOT DISTINCT FROM $f{i}" if value is None else f"_f{i} = $f{i}")
+            # filters narrow the visible set: carried to the heads and applied there (visibility_sql)
+            carry, narrow = _filter_clauses(kind, filters, params, carried=True)
             status = "proposed" if include_proposals else "active"
             if bases.num_rows == 1:
                 # one read: the basis travels as parameters (same rules, a plan DuckDB builds faster)
@@ -594,6 +629,46 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             if key is not None:
                 self._remember(kind, key, bases, rows)
             rows = rows.append_column("decision_id", hits.column("decision_id"))
+            return rows.append_column("scope_depth", hits.column("scope_depth"))
+
+    def versions(
+        self,
+        kind: str,
+        principal: Principal,
+        basis: Basis,
+        *,
+        subject: Optional[str] = None,
+        filters: Optional[Mapping[str, Any]] = None,
+        statuses: Sequence[str] = ("active",),
+        subtree: bool = False,
+        unapproved: bool = False,
+    ) -> pa.Table:
+        """Every version of *kind* the principal may see as known at ``basis.known_at``.
+
+        The same rules as `visible` for scope, forgetting, system time and status, none
+        for valid time or supersession: history and lookups by id read this. Each row
+        comes with ``retracted_since`` (when a retraction became known, if by then) and
+        ``scope_depth``. ``subtree=True`` reads the principal's subtree instead (the
+        review queue); ``unapproved=True`` keeps proposals no approval known by then
+        points at.
+        """
+        if kind not in SPECS:
+            raise ValidationError(f"unknown kind {kind!r}", field="kind")
+        with self._lock:
+            self.lake.refresh()
+            table = self._register(kind)
+            params: dict[str, Any] = {f"basis_{c}": v for c, v in
+                                      bases_table([("read", principal, basis, subject)]).to_pylist()[0].items()}
+            where = ["NOT r.hidden", "r.status IN (SELECT unnest($statuses))"] + _filter_clauses(kind, filters, params)[1]
+            params["statuses"] = list(statuses)
+            if unapproved:
+                where.append(f"NOT EXISTS (SELECT 1 FROM {table} a WHERE a.supersedes = r.record_id "
+                             "AND a.status = 'active' AND a.known_since <= $basis_known_at)")
+            sql = visibility_sql(f"{table} r", lambda c: f"$basis_{c}", where, heads_only=False,
+                                 versions=True, subtree=subtree)
+            hits = self.execute(sql, {k: v for k, v in params.items() if f"${k}" in sql})  # valid_at is unused
+            rows = self._take(kind, hits.column("_row"))
+            rows = rows.append_column("retracted_since", hits.column("retracted_since"))
             return rows.append_column("scope_depth", hits.column("scope_depth"))
 
     def _refreshed(self, kind: str) -> bool:

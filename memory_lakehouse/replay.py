@@ -45,6 +45,35 @@ class ReplayResult:
     decisions: int
     leaked_decisions: int
     naive: bool
+    decided: Optional[pa.Table] = None  # decision_id, decided_at: every replayed decision
+
+    def to_arrow(self) -> pa.Table:
+        """The visible rows: one per (decision, record) — the same table as ``visible``."""
+        return self.visible
+
+    def to_polars(self) -> Any:
+        from .tables import to_polars
+
+        return to_polars(self.visible)
+
+    def per_decision(self) -> pa.Table:
+        """One row per decision: ``decision_id, decided_at, visible_rows, leaked`` (a row it saw was
+        not known or not valid at ``decided_at``), in the order the decisions were given."""
+        decided = self.decided if self.decided is not None else pa.table(
+            {"decision_id": pa.array([], pa.string()), "decided_at": pa.array([], pa.timestamp("us", tz="UTC"))})
+        v = self.visible
+        late = pc.or_(pc.greater(v.column("known_since"), v.column("decided_at")),
+                      pc.greater(v.column("valid_from"), v.column("decided_at"))) if v.num_rows else pa.array([], pa.bool_())
+        counts: dict[str, int] = {}
+        leaked: set[str] = set()
+        for did, bad in zip(v.column("decision_id").to_pylist(), late.to_pylist()):
+            counts[did] = counts.get(did, 0) + 1
+            if bad:
+                leaked.add(did)
+        ids = decided.column("decision_id").to_pylist()
+        return pa.table({"decision_id": pa.array(ids, pa.string()), "decided_at": decided.column("decided_at"),
+                         "visible_rows": pa.array([counts.get(d, 0) for d in ids], pa.int64()),
+                         "leaked": pa.array([d in leaked for d in ids], pa.bool_())})
 
     @property
     def leakage_rate(self) -> float:
@@ -110,7 +139,7 @@ def replay(vis: Visibility, decisions: Sequence[Decision], *, kinds: Sequence[st
         rows = rows.select([c for c in VISIBLE_COLUMNS if c != "decided_at"]).join(decided, "decision_id")
         parts.append(rows.select(VISIBLE_COLUMNS))
     visible = pa.concat_tables(parts) if parts else pa.table({c: [] for c in VISIBLE_COLUMNS})
-    return ReplayResult(visible, len(decisions), _leaks(visible), naive)
+    return ReplayResult(visible, len(decisions), _leaks(visible), naive, decided)
 
 
 def _naive(vis: Visibility, kind: str, decisions: Sequence[Decision]) -> pa.Table:

@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .context import Context, ContextItem
 from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
 from .lexical import Bm25
@@ -677,7 +678,7 @@ MIN_CUT_TOKENS = 8
 
 
 def context_block(hits: Sequence[Hit], *, budget_tokens: int,
-                  header: str = "Memory (most relevant first; each line: kind, valid time, source, evidence):") -> str:
+                  header: str = "Memory (most relevant first; each line: kind, valid time, source, evidence):") -> Context:
     """Pack hits into a prompt block within *budget_tokens*, most relevant first.
 
     Every cost is `tokens.count_tokens` (the one definition; a block's parts meet at
@@ -686,12 +687,19 @@ def context_block(hits: Sequence[Hit], *, budget_tokens: int,
     order; one that does not is left out, and a shorter, less relevant one may still
     fit. Then the most relevant line left out is cut to what remains, marked ``cut``,
     if at least `MIN_CUT_TOKENS` of its text fit: a long memory is cut, never overflows.
+    The result is a ``str`` with ``.items``: one `ContextItem` per line, in order.
     """
     from .tokens import count_tokens, cut
 
+    def item(hit: Hit, line: str) -> ContextItem:
+        r = hit.record
+        start, end = r.valid_interval
+        return ContextItem(hit.record_id, hit.kind, hit.text, r.source, r.evidence, start, end,
+                           r.scope.path if r.scope else None, hit.score, line)
+
     used = count_tokens(header)
-    placed: list[tuple[int, str]] = []
-    skipped: Optional[tuple[int, str, str]] = None  # the most relevant line left out
+    placed: list[tuple[int, str, ContextItem]] = []
+    skipped: Optional[tuple[int, Hit, str]] = None  # the most relevant line left out
     for rank, hit in enumerate(hits):
         left = budget_tokens - used
         if left <= 0:
@@ -704,17 +712,19 @@ def context_block(hits: Sequence[Hit], *, budget_tokens: int,
         line = f"- {hit.text} [{meta}]"
         fitted, cost = cut(line, left - 1)  # one tokenizer pass, which stops where the budget does
         if fitted == line:
-            placed.append((rank, line))
+            placed.append((rank, line, item(hit, line)))
             used += cost + 1
         elif skipped is None:
-            skipped = (rank, hit.text, meta)
+            skipped = (rank, hit, meta)
     if skipped is not None:
-        rank, full, meta = skipped
+        rank, hit, meta = skipped
         left = budget_tokens - used - count_tokens(f"- … [{meta}; cut]") - 1
         if left >= MIN_CUT_TOKENS:
-            text, _ = cut(full, left)
-            placed.append((rank, f"- {text} … [{meta}; cut]"))
-    return "\n".join([header] + [line for _, line in sorted(placed)]) if placed else ""
+            text, _ = cut(hit.text, left)
+            line = f"- {text} … [{meta}; cut]"
+            placed.append((rank, line, item(hit, line)))
+    placed.sort(key=lambda p: p[0])
+    return Context("\n".join([header] + [p[1] for p in placed]) if placed else "", [p[2] for p in placed])
 
 
 def _version_key(version: str) -> tuple:

@@ -13,7 +13,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from . import policy as policy_rules
-from .audit import AuditEvent, audit_trail
+from .audit import AuditLog, audit_trail
+from .browse import History, Listing
+from .context import Context
 from .errors import StoreError, ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
 from .lake import Lake
@@ -342,20 +344,81 @@ class MemoryStore:
     def context(self, query: str, *, by: Principal, budget_tokens: int = 800, subject: Optional[str] = None,
                 kinds: Optional[Sequence[str]] = None, k: int = 20, as_of: Optional[datetime] = None,
                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
-                filters: Optional[dict] = None) -> str:
+                filters: Optional[dict[str, Any]] = None) -> Context:
         """A prompt block of the most relevant visible memories, within *budget_tokens*.
 
         Tokens are word pieces of the default model's tokenizer, whatever the embedder
         (`tokens.count_tokens`, which can only over-count); a memory too long for what is
         left is cut and marked ``cut``. Each line carries kind, valid time, source and
         evidence, so the model can cite what it uses. ``filters`` narrow what is visible,
-        as for `recall`.
+        as for `recall`. The result is a ``str`` (the block, as printed) with ``.text``
+        and ``.items``: one `ContextItem` per line (record_id, kind, source, evidence,
+        valid time, score).
+
+        >>> # ctx = store.context("can I invite 50 members?", by=alice); ctx.items[0].record_id
         """
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
             raise ValidationError("budget_tokens must be a positive integer", field="budget_tokens")
         hits = self.recall(query, by=by, subject=subject, kinds=kinds, k=k, as_of=as_of, known_at=known_at,
                            valid_at=valid_at, filters=filters)
         return context_block(hits, budget_tokens=budget_tokens)
+
+    def get(self, record_id: str, *, by: Principal, as_of: Optional[datetime] = None,
+            known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> Optional[Envelope]:
+        """One record by id, if *by* may see it: any version (superseded or retracted too), or None.
+
+        Scope, forgetting and system time apply as on every read (``known_at``/``as_of``:
+        what the store had recorded then); proposals are read through `pending`.
+
+        >>> # store.get(res.record_id, by=alice).value
+        """
+        from .browse import get
+
+        basis = self._basis(as_of, known_at, valid_at)
+        return get(self.vis, str(record_id), self._principal(by), basis)
+
+    def list(self, subject: Optional[str], *, by: Principal, kinds: Optional[Sequence[str]] = None,
+             filters: Optional[dict] = None, as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
+             valid_at: Optional[datetime] = None) -> Listing:
+        """A subject's current memories: what reads would serve *by* at the basis, per kind.
+
+        ``subject=None`` lists everything visible (``filters`` narrow it, as in `recall`).
+        The result is a sequence of records with ``to_arrow()`` / ``to_polars()``.
+
+        >>> # [r.value for r in store.list("user:42", by=alice, kinds=["fact"])]
+        """
+        from .browse import listing
+
+        basis = self._basis(as_of, known_at, valid_at)
+        return listing(self.vis, subject, self._principal(by), basis, check_kinds(kinds), filters=filters)
+
+    def history(self, subject: Optional[str] = None, attribute: Optional[str] = None, *, by: Principal,
+                kind: str = "fact", lineage: Optional[str] = None, as_of: Optional[datetime] = None,
+                known_at: Optional[datetime] = None) -> History:
+        """Every version of one slot *by* may see: valid and known intervals, pointers, reasons.
+
+        The slot is ``subject`` + ``attribute`` (facts, preferences) or a ``lineage`` id
+        (any kind). ``known_at``/``as_of`` ask what history the store held then. A
+        forgotten subject has no history; a sibling scope's versions never appear.
+
+        >>> # [(v.record.value, v.valid_from, v.valid_to) for v in store.history("user:42", "plan", by=alice)]
+        """
+        from .browse import history
+
+        basis = self._basis(as_of, known_at, None)
+        return history(self.vis, self.lake, self._principal(by), basis, kind=kind, subject=subject,
+                       attribute=attribute, lineage_id=lineage)
+
+    def pending(self, *, by: Principal, kinds: Optional[Sequence[str]] = None) -> Listing:
+        """Proposals awaiting approval in the curator's subtree (none an approval points at yet).
+
+        >>> # for p in store.pending(by=lead): store.approve(p.record_id, by=lead)
+        """
+        from .browse import pending
+        from .records import KINDS
+
+        basis = self._basis()
+        return pending(self.vis, self._principal(by), basis, KINDS if kinds is None else check_kinds(kinds))
 
     def rebuild_index(self, org: Optional[str] = None) -> list[str]:
         """Rebuild index partitions from the store (one org, or all) and delete the old files."""
@@ -504,15 +567,24 @@ class MemoryStore:
                         .column("record_id").to_pylist())
         return held < len(part)
 
-    def audit(self, *, by: Principal, subject: Optional[str] = None,
-              record_id: Optional[str] = None) -> list[AuditEvent]:
-        """Who acted, when, why, on which records — from the commit log, with no content."""
+    def audit(self, *, by: Principal, subject: Optional[str] = None, record_id: Optional[str] = None,
+              since: Optional[datetime] = None, until: Optional[datetime] = None,
+              actor: Optional[str] = None) -> AuditLog:
+        """Who acted, when, why, on which records — from the commit log, with no content.
+
+        Narrow by ``subject``, ``record_id``, a time window ``[since, until)`` of system
+        time and/or the ``actor``; with none of them, every event in the steward's
+        subtree. The result is a list of `AuditEvent` with ``to_arrow()`` / ``to_polars()``.
+
+        >>> # store.audit(by=dpo, since=monday, actor="triage-bot")
+        """
         by = self._principal(by)
         by.check_steward(by.scope, "audit")
-        if subject is None and record_id is None:
-            raise ValidationError("audit needs subject= or record_id=", field="subject")
+        since = require_aware(since, "since", optional=True)
+        until = require_aware(until, "until", optional=True)
         self._sync_ledger()
         self.lake.refresh()
-        return audit_trail(self.lake, self.ledger, by, subject=subject, record_id=record_id)
+        return audit_trail(self.lake, self.ledger, by, subject=subject, record_id=record_id, since=since,
+                           until=until, actor=actor)
 
 

@@ -10,6 +10,7 @@ API_NAMES = [  # the names ../shared/API.md promises
 STORE_METHODS = [
     "write", "write_many", "propose", "approve", "retract", "generation", "recall", "get_fact", "episodes",
     "context", "resolve_policy", "replay", "audit", "forget", "purge", "rebuild_index", "tracer", "batch",
+    "get", "list", "history", "pending",
 ]
 
 

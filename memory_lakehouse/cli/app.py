@@ -2,6 +2,11 @@
 
 Each command opens the store and makes one library call. Reads print a table, or JSON
 with ``--json``. Library errors become one line on stderr and exit status 2.
+
+Who acts comes from ``--as/--scope/--role``, else the environment (``MEMLAKE_AS``,
+``MEMLAKE_SCOPE``, ``MEMLAKE_ROLE``), else a profile file (``--profile`` or
+``MEMLAKE_PROFILE``: JSON ``{"as": ..., "scope": ..., "role": ...}``). A command that
+acts as someone refuses to run without a scope: it never guesses an org.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import re
 import sys
 from datetime import datetime, timezone
@@ -48,8 +54,42 @@ def _open(args: argparse.Namespace, *, create: bool = False):
     return args.opened
 
 
+#: Where each part of the principal comes from when its flag is not given.
+ENV = {"principal": "MEMLAKE_AS", "scope": "MEMLAKE_SCOPE", "role": "MEMLAKE_ROLE"}
+PROFILE_KEYS = {"principal": "as", "scope": "scope", "role": "role"}
+DEFAULT_ID, DEFAULT_ROLE = "cli", "member"
+
+
+def _profile(args: argparse.Namespace) -> dict[str, Any]:
+    path = getattr(args, "profile", None) or os.environ.get("MEMLAKE_PROFILE")
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise errors.ValidationError(f"profile {path}: {exc}", field="profile") from exc
+    if not isinstance(data, dict):
+        raise errors.ValidationError(f"profile {path} must be a JSON object", field="profile")
+    return data
+
+
 def _principal(args: argparse.Namespace) -> Principal:
-    return Principal(args.principal, Scope.parse(args.scope), role=args.role)
+    """Flags, then environment, then profile; no scope anywhere is an error, never org ``default``."""
+    profile = _profile(args)
+
+    def pick(name: str) -> Optional[str]:
+        value = getattr(args, name, None) or os.environ.get(ENV[name]) or profile.get(PROFILE_KEYS[name])
+        return str(value) if value else None
+
+    scope = pick("scope")
+    if scope is None:
+        raise errors.ValidationError("no scope: pass --scope org[/division/team/actor], set MEMLAKE_SCOPE, "
+                                     "or give a profile (--profile, MEMLAKE_PROFILE)", field="scope")
+    role = pick("role") or DEFAULT_ROLE
+    if role not in ROLES:
+        raise errors.ValidationError(f"role must be one of {', '.join(ROLES)} (got {role!r})", field="role")
+    return Principal(pick("principal") or DEFAULT_ID, Scope.parse(scope), role=role)  # type: ignore[arg-type]
 
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -163,8 +203,9 @@ def cmd_write(args: argparse.Namespace) -> None:
     _emit(args, {"txn_id": result.txn_id, "counts": counts,
                  "results": [{"record_id": r.record_id or None, "action": r.action, "kind": r.kind,
                               "supersedes": r.supersedes, "redacted": list(r.redacted)} for r in result]},
-          lambda: [f"{r.action:<10} {r.kind:<10} {r.record_id or '-'}" for r in result]
-          + [f"{len(result)} record(s): " + ", ".join(f"{v} {k}" for k, v in counts.items() if v or k != "forgotten")]
+          lambda: ([f"{r.action:<10} {r.kind:<10} {r.record_id or '-'}" for r in result] if args.verbose else [])
+          + [f"{len(result)} record(s): " + ", ".join(f"{v} {k}" for k, v in counts.items() if v or k != "forgotten")
+             + f" (txn {result.txn_id})"]
           + dropped)
 
 
@@ -184,7 +225,7 @@ def cmd_recall(args: argparse.Namespace) -> None:
 
 def cmd_fact(args: argparse.Namespace) -> None:
     store = _open(args)
-    fact = store.get_fact(args.subject, args.attribute, by=_principal(args), **_basis_kwargs(args))
+    fact = store.get_fact(args.subject, args.attribute, by=_principal(args), kind=args.kind, **_basis_kwargs(args))
     _emit(args, to_dict(fact) if fact else None,
           lambda: [f"{args.subject}.{args.attribute} = {fact.value!r}  (valid from {fact.valid_from.isoformat()}, "
                    f"known since {fact.known_since.isoformat()}, source {fact.source})"] if fact
@@ -207,7 +248,8 @@ def cmd_policy(args: argparse.Namespace) -> None:
 
 def cmd_audit(args: argparse.Namespace) -> None:
     store = _open(args)
-    events = store.audit(by=_principal(args), subject=args.subject, record_id=args.record_id)
+    events = store.audit(by=_principal(args), subject=args.subject, record_id=args.record_id,
+                         since=_time(args.since, "since"), until=_time(args.until, "until"), actor=args.actor)
     _emit(args, [e.__dict__ for e in events],
           lambda: [f"{e.committed_at.isoformat()}  {e.table}@{e.version}  {e.operation:<8} by {e.actor}"
                    f"  {len(e.record_ids)} record(s)" + (f"  reason: {e.reason}" if e.reason else "")
@@ -245,8 +287,10 @@ def cmd_replay(args: argparse.Namespace) -> None:
             raise errors.ValidationError(f"{where} line {n}: {exc.detail}", field=exc.field) from None
         decisions.append((row["decision_id"], principal, row.get("query", ""), row.get("subject"), decided_at))
     rep = store.replay(decisions, naive=args.naive)
+    per_decision = rep.per_decision().to_pylist()
     _emit(args, {"decisions": rep.decisions, "leakage_rate": rep.leakage_rate,
-                 "freshness_lag_seconds": rep.freshness_lag_seconds, "visible_rows": rep.visible.num_rows},
+                 "freshness_lag_seconds": rep.freshness_lag_seconds, "visible_rows": rep.visible.num_rows,
+                 "per_decision": per_decision},
           lambda: [f"{rep.decisions} decision(s), {rep.visible.num_rows} visible row(s), "
                    f"leakage rate {rep.leakage_rate:.1%}"])
 
@@ -278,14 +322,36 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 # ---------------------------------------------------------------- parser
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default, except where there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, False, argparse.SUPPRESS) or "%(default)" in (action.help or ""):
+            return action.help or ""
+        return super()._get_help_string(action) or ""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose help shows defaults; subcommands get the same class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def _common(p: argparse.ArgumentParser, *, principal: bool = True, basis: bool = False) -> None:
-    p.add_argument("--store", default="data/store", help="store path or URI (default: data/store)")
+    p.add_argument("--store", default="data/store", help="store path or URI")
     p.add_argument("--ledger", default=None, help="deletion ledger URI, if kept apart from the store")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
     if principal:
-        p.add_argument("--as", dest="principal", default="cli", help="principal id acting")
-        p.add_argument("--scope", default="default", help="principal scope, org/division/team/actor")
-        p.add_argument("--role", default="member", choices=ROLES)
+        p.add_argument("--as", dest="principal", default=None,
+                       help=f"principal id acting (else ${ENV['principal']}, the profile, or '{DEFAULT_ID}')")
+        p.add_argument("--scope", default=None, help="principal scope org/division/team/actor (else "
+                       f"${ENV['scope']} or the profile; required)")
+        p.add_argument("--role", default=None, choices=ROLES,
+                       help=f"principal role (else ${ENV['role']}, the profile, or '{DEFAULT_ROLE}')")
+        p.add_argument("--profile", default=None, help="JSON profile with as/scope/role (else $MEMLAKE_PROFILE)")
     if basis:
         p.add_argument("--as-of", help="ISO datetime with a zone, or a date (midnight UTC): sets both clocks")
         p.add_argument("--known-at", help="ISO datetime or date: system time (what the store had recorded)")
@@ -293,17 +359,29 @@ def _common(p: argparse.ArgumentParser, *, principal: bool = True, basis: bool =
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memlake", description=__doc__.splitlines()[0])
+    from .. import __version__
+
+    parser = Parser(prog="memlake", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"memlake {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("init", help="create a store"); _common(p, principal=False); p.set_defaults(fn=cmd_init)
     p = sub.add_parser("write", help="write JSON-lines records (stdin or --file)")
-    _common(p); p.add_argument("--file", default="-"); p.add_argument("--reason"); p.set_defaults(fn=cmd_write)
+    _common(p); p.add_argument("--file", default="-", help="JSON-lines file, one record a line ('-': stdin); "
+                               "fields per kind: `memlake schema`")
+    p.add_argument("--reason", help="why (kept in the commit log)")
+    p.add_argument("--verbose", action="store_true", help="one line per record, not only the summary")
+    p.set_defaults(fn=cmd_write)
     p = sub.add_parser("recall", help="recall memories for a query")
-    _common(p, basis=True); p.add_argument("query"); p.add_argument("--subject"); p.add_argument("-k", type=int, default=8)
+    _common(p, basis=True); p.add_argument("query", help="what to recall, in words")
+    p.add_argument("--subject", help="only memories about this subject (e.g. user:42)")
+    p.add_argument("-k", type=int, default=8, help="how many hits")
     p.add_argument("--kind", action="append", help="restrict to a kind (repeatable)"); p.set_defaults(fn=cmd_recall)
     p = sub.add_parser("fact", help="read one slot: subject + attribute")
-    _common(p, basis=True); p.add_argument("subject"); p.add_argument("attribute"); p.set_defaults(fn=cmd_fact)
+    _common(p, basis=True); p.add_argument("subject", help="the subject, e.g. user:42")
+    p.add_argument("attribute", help="the attribute, e.g. plan")
+    p.add_argument("--kind", default="fact", choices=("fact", "preference"), help="the slot's kind")
+    p.set_defaults(fn=cmd_fact)
     p = sub.add_parser("policy", help="policy decisions")
     psub = p.add_subparsers(dest="policy_command", required=True)
     r = psub.add_parser("resolve", help="which policy governs a case")
@@ -311,18 +389,26 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--at", required=True, help="ISO datetime of the case (e.g. order placed)")
     r.add_argument("--known-at", help="ISO datetime: what the store knew then"); r.set_defaults(fn=cmd_policy)
     p = sub.add_parser("audit", help="who did what, when, why (steward)")
-    _common(p); p.add_argument("--subject"); p.add_argument("--record-id"); p.set_defaults(fn=cmd_audit)
+    _common(p); p.add_argument("--subject", help="events touching this subject")
+    p.add_argument("--record-id", help="events touching this record (and rows acting on it)")
+    p.add_argument("--since", help="ISO datetime: events at or after (system time)")
+    p.add_argument("--until", help="ISO datetime: events before (system time)")
+    p.add_argument("--actor", help="only this actor's events"); p.set_defaults(fn=cmd_audit)
     p = sub.add_parser("forget", help="tombstone a subject: hidden at once, everywhere (steward)")
-    _common(p); p.add_argument("subject"); p.add_argument("--reason", required=True); p.set_defaults(fn=cmd_forget)
+    _common(p); p.add_argument("subject", help="the subject to forget, e.g. customer-728")
+    p.add_argument("--reason", required=True, help="why (kept in the deletion ledger)"); p.set_defaults(fn=cmd_forget)
     p = sub.add_parser("purge", help="erase forgotten and expired bytes (dry run unless --yes)")
     _common(p); p.add_argument("--yes", action="store_true", help="really erase"); p.set_defaults(fn=cmd_purge)
     p = sub.add_parser("replay", help="replay decisions (JSON lines: decision_id, decided_at, subject, query)")
-    _common(p); p.add_argument("--file", default="-"); p.add_argument("--naive", action="store_true")
+    _common(p); p.add_argument("--file", default="-", help="JSON-lines decisions ('-': stdin)")
+    p.add_argument("--naive", action="store_true", help="run the time-blind query instead, for comparison")
     p.set_defaults(fn=cmd_replay)
     p = sub.add_parser("bench", help="benchmark: prints JSON figures")
-    p.add_argument("--records", type=int, default=100_000); p.add_argument("--quick", action="store_true")
+    p.add_argument("--records", type=int, default=100_000, help="store size")
+    p.add_argument("--quick", action="store_true", help="fewer queries, for a smoke run")
     p.add_argument("--recall", action="store_true", help="recall figures: index build, latency vs floor, RSS")
-    p.add_argument("--embedder", choices=("default", "hashing"), default="default")
+    p.add_argument("--embedder", choices=("default", "hashing"), default="default",
+                   help="the bundled model, or a hashing embedder (no model load)")
     p.add_argument("--store", help="where to build the bench store (default: a temp dir)")
     p.add_argument("--workload", choices=("store", "tenants"), default="store",
                    help="tenants: many orgs, teams and actors, each read by a new actor, beside a SQLite floor")
@@ -330,16 +416,18 @@ def build_parser() -> argparse.ArgumentParser:
     # every argument (options included) goes to the suite's own parser: `memlake eval --help` is its help
     p = sub.add_parser("eval", help="behavioural evals, ours vs a naive memory: NAME... | all, --quick, --out DIR",
                        add_help=False, prefix_chars="\0")
-    p.add_argument("rest", nargs="*"); p.set_defaults(fn=cmd_eval)
+    p.add_argument("rest", nargs="*", help="the suites and their options (`memlake eval --help`)")
+    p.set_defaults(fn=cmd_eval)
     p = sub.add_parser("demo", help="a short story on a fresh store")
-    p.add_argument("--store", default="data/store"); p.set_defaults(fn=cmd_demo)
+    p.add_argument("--store", default="data/store", help="where to build the demo store (emptied first)")
+    p.set_defaults(fn=cmd_demo)
     for name in COMMAND_GROUPS:  # the other command groups, one module each
         importlib.import_module(f"{__package__}.{name}").register(sub)
     return parser
 
 
 #: Modules of this package that add commands: each has ``register(sub)``, called with the subparsers.
-COMMAND_GROUPS: tuple[str, ...] = ("conversation", "maintenance", "export")
+COMMAND_GROUPS: tuple[str, ...] = ("conversation", "maintenance", "export", "governed", "reads", "serve")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
