@@ -5,11 +5,15 @@ the naive memory on the same memories: cosine top-k inside the asker's tenant, n
 supersession and no scope precedence. Gated here: no distractor (a superseded version,
 or a memory outside the asker's scope) among the store's hits. The claim that the
 hybrid beats both single signals is `memlake eval retrieval`'s own gate (issue 12); it is
-reported here, not gated twice.
+reported here, not gated twice. A full run (not ``--quick``) also reports the LoCoMo dev
+conversations (``--data``, else ``../shared/data/locomo-dev``; skipped when absent):
+session Hit@1 and turn R@5 of the default ranking and of each signal alone, each
+conversation held out in turn (`evals.locomo`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import memory_lakehouse as ml
@@ -18,6 +22,16 @@ from . import retrieval
 from .core import Context, EvalResult, Gate, Metric, naive_item
 
 NAME = "retrieval"
+
+
+def locomo_folder(ctx: Context) -> Path | None:
+    """Where LoCoMo-format conversations are for a full run (``--data``, else the dev folder), if anywhere."""
+    if ctx.quick:
+        return None
+    for folder in (ctx.data, retrieval.LOCOMO_DEV):
+        if folder is not None and Path(folder).is_dir() and any(Path(folder).glob("*.json")):
+            return Path(folder)
+    return None
 
 
 def run(ctx: Context) -> EvalResult:
@@ -64,5 +78,17 @@ def run(ctx: Context) -> EvalResult:
                               1.0 if claim else 0.0, unit="score", note="gated by `memlake eval retrieval`, not here"))
     details: dict[str, Any] = {"memories": len(fixture.memories), "queries": len(fixture.queries), "k": k,
                                "naive": naive_scores, "embedder": ctx.embedder.name}
+    folder = locomo_folder(ctx)
+    if folder is not None:  # the full run: LoCoMo dev conversations, each held out in turn
+        from . import locomo
+
+        report = locomo.evaluate(folder, embedder=ctx.embedder)
+        report.pop("per_conv")
+        details["locomo"] = {"path": str(folder), **report}
+        for setting, res in report["results"].items():
+            for measure in ("session_hit@1", "turn_r@5"):
+                metrics.append(Metric(f"LoCoMo {measure.replace('_', ' ')} — {setting} (each conversation held out)",
+                                      res["pooled"][measure], unit="score", data=str(folder),
+                                      short=f"locomo {measure.split('_')[1]} {setting}"))
     return EvalResult(NAME, f"retrieval fixture ({len(fixture.memories)} memories, {len(fixture.queries)} queries)",
                       metrics, details)

@@ -22,6 +22,7 @@ from .forget import ForgetReport, PurgeReport
 from .maintenance import CheckpointReport, CompactReport, MaintenancePolicy, MaintenanceStatus, VacuumReport
 from .outside import ExportReport
 from .policy import Candidate, Decision
+from .ranking import Ranking
 from .records import Envelope, Episode, Fact, Note, Policy, Preference, Reference
 from .redact import Redactor
 from .replay import ReplayResult
@@ -39,7 +40,7 @@ __all__ = [
     "Extractor", "RuleExtractor", "Seen", "Decision", "Embedder", "Envelope", "Episode", "Escalation", "ExportReport",
     "Fact", "ForgetReport", "HashingEmbedder", "Hit", "LakehouseError", "LoadReport", "MaintenancePolicy",
     "MaintenanceStatus", "Memory", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy",
-    "Preference", "Principal", "PurgeReport", "Question", "Redactor", "Reference", "ReplayResult", "Scope",
+    "Preference", "Principal", "PurgeReport", "Question", "Ranking", "Redactor", "Reference", "ReplayResult", "Scope",
     "StaleGeneration", "StoreError", "Summary", "Turn", "VacuumReport", "ValidationError", "WriteResult",
     "__version__", "authorize", "open",
 ]

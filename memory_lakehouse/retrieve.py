@@ -14,11 +14,13 @@ returned. Ranking never widens it:
 3. **lexical** — BM25 (`lexical.Bm25`: bm25s; Snowball-stemmed words, English stopwords dropped) over
    the org's rows, masked to the allowed set; rows newer than the BM25 build are ranked
    by a small BM25 of their own;
-4. **fuse** — a convex combination, over the union of both lists, of the cosine
-   similarity and the *lexical coverage* (the share of the query's IDF mass a row's
-   words match), each on its theoretical [0, 1] scale (`fuse_scores`, weight
-   `FUSION_ALPHA`); one hit per slot (the visibility query already returns one row per
-   lineage);
+4. **fuse** — the union of both lists is ordered by `ranking.Ranking` (the store's,
+   set on ``ml.open(ranking=...)``, or the call's): by default a convex combination of
+   the cosine similarity and the *lexical coverage* (the share of the query's IDF mass
+   a row's words match), each on its theoretical [0, 1] scale (`ranking.fuse_scores`);
+   rows of an *episode* (a conversation session's turns) weigh the lexical match more
+   and take evidence from their episode's best rows (`ranking.with_context`); one hit
+   per slot (the visibility query already returns one row per lineage);
 5. **budget** — `context` packs the best hits into a token budget, one line each with
    its kind, valid time, source and evidence.
 
@@ -34,7 +36,7 @@ import re
 import tempfile
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, KeysView, Mapping, Optional, Sequence
@@ -46,30 +48,27 @@ import pyarrow.compute as pc
 from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
 from .lexical import Bm25
+from .progress import Progress, log
+from .ranking import CONTEXT_DEPTH, LEXICAL_WEIGHT, RRF_K, Ranking, episode_keys, fuse, with_context
+from .ranking import SIGNALS as SIGNALS, fuse_scores as fuse_scores  # their old home: still importable here
 from .query import Visibility
 from .conversation import UNINDEXED_KINDS
 from .records import KINDS, SPECS, Envelope, record_from_row
 from .scope import Principal
 from .time import Basis
 
-#: Reciprocal-rank fusion constant (Cormack et al. 2009): merges the lists of one signal.
-RRF_K = 60
-#: Weight of lexical coverage in the fused score, (1 - a) * cosine01 + a * coverage (both
-#: on their theoretical [0, 1] scale). Chosen on the *dev* half of the labelled retrieval
-#: fixture's first batch only (``python -m evals.retrieval --tune``; the split is by a hash
-#: of the query id); the *test* half and the second batch are held out. See
-#: docs/design-notes.md, "Hybrid fusion".
-FUSION_ALPHA = 0.1
+#: The fused score's lexical weight (kept under its old name; see `ranking.LEXICAL_WEIGHT`).
+FUSION_ALPHA = LEXICAL_WEIGHT
 #: Rows embedded and added to a partition at a time when building or catching up.
 EMBED_CHUNK = 4096
+#: Rows embedded at a time when a build is long enough to show progress (a bar moves every second or so).
+PROGRESS_CHUNK = 128
 #: Persist a caught-up partition once this many rows were added since its last save.
 SAVE_EVERY = 512
 #: Rebuild an org's BM25 model once rows newer than it exceed this share of it.
 BM25_STALE_SHARE = 0.1
 #: Kinds the index holds (working-memory notes included; recall chooses what to ask for).
 INDEXED_KINDS = tuple(k for k in KINDS if k not in UNINDEXED_KINDS)
-#: The ranked lists recall can fuse; recall uses both unless told otherwise.
-SIGNALS: tuple[str, ...] = ("vector", "bm25")
 
 
 @dataclass(frozen=True)
@@ -93,21 +92,6 @@ class Hit:
         return self.record.record_id or ""
 
 
-def fuse_scores(cosine: float, coverage: float, alpha: float = FUSION_ALPHA) -> float:
-    """Convex combination of a cosine similarity and a lexical coverage, both mapped to [0, 1].
-
-    Each signal is normalised by its *theoretical* range — cosine from [-1, 1], coverage
-    already in [0, 1] — not by the best score of the query's list, so a query whose best
-    lexical match covers a tenth of it cannot count that match as a perfect one (Bruch
-    et al. 2022, "An Analysis of Fusion Functions for Hybrid Retrieval": convex
-    combination of theoretically normalised scores over reciprocal-rank fusion).
-
-    >>> fuse_scores(1.0, 1.0), fuse_scores(-1.0, 0.0), fuse_scores(0.0, 1.0, alpha=0.5)
-    (1.0, 0.0, 0.75)
-    """
-    return (1.0 - alpha) * (cosine + 1.0) / 2.0 + alpha * coverage
-
-
 @dataclass
 class _OrgState:
     """What the retriever keeps per org: its index partition and its BM25 model."""
@@ -119,16 +103,19 @@ class _OrgState:
     bm25_ids: Optional[dict[str, int]] = None  # record_id -> position in the BM25 corpus
     bm25_rids: Optional[list[str]] = None  # position in the BM25 corpus -> record_id
     bm25_versions: Optional[dict[str, int]] = None
+    episode_sizes: Optional[Counter[Any]] = None  # episode key -> rows the org held at the BM25 build
+    largest_episode: int = 0
 
 
 class Retriever:
     """Keeps the derived search structures in step with the store and runs recall."""
 
-    #: Weight of lexical coverage in hybrid fusion (`fuse_scores`); an instance may override it
-    #: (the retrieval eval's ``--tune`` sweep does, on the dev split).
-    fusion_alpha: float = FUSION_ALPHA
-
-    def __init__(self, vis: Visibility, embedder: Any, *, index_root: Optional[Path] = None) -> None:
+    def __init__(self, vis: Visibility, embedder: Any, *, index_root: Optional[Path] = None,
+                 ranking: Optional[Ranking] = None) -> None:
+        if ranking is not None and not isinstance(ranking, Ranking):
+            raise ValidationError(f"ranking must be a Ranking, got {type(ranking).__name__}", field="ranking")
+        #: The store's ranking settings: what `recall` uses when it is given none.
+        self.ranking = ranking or Ranking()
         self.vis = vis
         self.lake = vis.lake
         self._embedder = embedder
@@ -139,6 +126,8 @@ class Retriever:
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._visible_memo: dict[tuple, tuple] = {}  # ids of cached visibility results -> candidates
         self._mask_memo: dict[tuple, tuple] = {}  # (candidates, partition, size) -> allowed mask
+        self._warming: Optional[threading.Thread] = None  # the background build (`warm_up`), if any
+        self._warm_again = False
 
     # ------------------------------------------------------------------ plumbing
 
@@ -195,16 +184,19 @@ class Retriever:
     def _versions(self) -> dict[str, int]:
         return {kind: self.lake.views[kind].version for kind in INDEXED_KINDS}
 
-    def _org_rows(self, org: str, columns: Sequence[str]) -> list[tuple[str, pa.Table]]:
-        """Active rows of *org* per kind, known to the store (what the index may hold)."""
+    def _org_rows(self, org: str, columns: Sequence[str] | Callable[[str], Sequence[str]]) -> list[tuple[str, pa.Table]]:
+        """Active rows of *org* per kind, known to the store (what the index may hold).
+
+        *columns*: the columns to keep, or a function of the kind that names them."""
         out = []
         for kind in INDEXED_KINDS:
             rows = self.lake.known_rows(kind)
             mask = pc.and_(pc.equal(rows.column("org"), org), pc.equal(rows.column("status"), "active"))
             picked = rows.filter(mask)
-            if "search_text" in columns:
+            names = list(columns(kind) if callable(columns) else columns)
+            if "search_text" in names:
                 picked = picked.append_column("search_text", SPECS[kind].search_text(picked))
-            out.append((kind, picked.select(list(columns))))
+            out.append((kind, picked.select(names)))
         return out
 
     def _state(self, org: str) -> _OrgState:
@@ -238,6 +230,40 @@ class Retriever:
             return True
         return False
 
+    def warm_up(self) -> None:
+        """Catch every org's partition up in a background thread (``ml.open(index="background")``).
+
+        Called after writes: the embedding runs while the caller goes on writing, so the
+        first recall does not build the whole index. A recall that needs a partition the
+        thread is still building waits for it, and says so.
+        """
+        with self._lock:
+            if self._warming is not None and self._warming.is_alive():
+                self._warm_again = True
+                return
+            self._warm_again = False
+            self._warming = threading.Thread(target=self._warm_loop, name="memlake-index-warm-up", daemon=True)
+            self._warming.start()
+
+    def _warm_loop(self) -> None:
+        while True:
+            try:
+                for org in self.known_orgs():
+                    self.sync(org)
+            except Exception as exc:  # a background build must never take the process down: recall retries
+                log.warning("background index build failed (recall will build what it needs): %s", exc)
+                return
+            with self._lock:
+                if not self._warm_again:
+                    return
+                self._warm_again = False
+
+    def wait_for_warm_up(self) -> None:
+        """Let a background build finish (`close` does, before saving)."""
+        thread = self._warming
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
     def sync(self, org: str) -> _OrgState:
         """Catch the org's partition up with rows committed since it was built or saved."""
         state = self._state(org)
@@ -255,7 +281,7 @@ class Retriever:
                         new_texts.append(text)
             if new_ids:
                 started = time.perf_counter()
-                self._embed_into(part, new_ids, new_texts)
+                self._embed_into(part, new_ids, new_texts, org=org)
                 self.trace(f"index {org}: added {len(new_ids)} row(s) newer than the partition "
                            f"in {(time.perf_counter() - started) * 1000:.1f} ms")
                 state.unsaved += len(new_ids)
@@ -311,7 +337,7 @@ class Retriever:
                 self.index.evict(org)
                 missing = [i for i, rid in enumerate(keep_ids) if rid not in fresh]
                 if missing:
-                    self._embed_into(fresh, [keep_ids[i] for i in missing], [texts[i] for i in missing])
+                    self._embed_into(fresh, [keep_ids[i] for i in missing], [texts[i] for i in missing], org=org)
                 versions = self._versions()
                 self.index.replace(org, fresh, IndexTag(self.embedder.name, int(self.embedder.dim), versions,
                                                         len(fresh)))
@@ -320,10 +346,16 @@ class Retriever:
                 done.append(org)
         return done
 
-    def _embed_into(self, part: Partition, ids: Sequence[str], texts: Sequence[str]) -> None:
-        """Embed and add rows `EMBED_CHUNK` at a time: one big org never holds all its vectors twice."""
-        for start in range(0, len(ids), EMBED_CHUNK):
-            part.add(ids[start:start + EMBED_CHUNK], self.embedder.embed(texts[start:start + EMBED_CHUNK]))
+    def _embed_into(self, part: Partition, ids: Sequence[str], texts: Sequence[str], *, org: str = "") -> None:
+        """Embed and add rows `PROGRESS_CHUNK` at a time: one big org never holds all its vectors
+        twice, and a long build shows its progress (`progress.Progress`: a bar on a terminal,
+        log lines otherwise) instead of looking like a hang."""
+        label = f"indexing {org} ({self.embedder.name})" if org else f"indexing ({self.embedder.name})"
+        with Progress(label, total=len(ids)) as progress:
+            step = PROGRESS_CHUNK if progress.shown else EMBED_CHUNK
+            for start in range(0, len(ids), step):
+                part.add(ids[start:start + step], self.embedder.embed(texts[start:start + step]))
+                progress.advance(len(ids[start:start + step]))
 
     def known_orgs(self) -> list[str]:
         orgs = set(self.index.orgs())
@@ -347,6 +379,10 @@ class Retriever:
                 ids += rows.column("record_id").to_pylist()
                 texts += rows.column("search_text").to_pylist()
             state.bm25 = Bm25(texts)
+            state.episode_sizes = Counter(
+                key for kind, rows in self._org_rows(org, _episode_columns) if rows.num_rows
+                for key in episode_keys(kind, rows) if key is not None)
+            state.largest_episode = max(state.episode_sizes.values(), default=0)
             state.bm25_ids = {rid: i for i, rid in enumerate(ids)}
             state.bm25_rids = ids
             state.bm25_versions = current
@@ -357,17 +393,22 @@ class Retriever:
 
     def recall(self, query: str, principal: Principal, basis: Basis, *, kinds: Sequence[str],
                subject: Optional[str], k: int, filters: Optional[Mapping[str, Any]],
-               signals: Sequence[str] = SIGNALS) -> list[Hit]:
-        """Visible rows of the principal at the basis, ranked by the fused *signals*.
+               signals: Optional[Sequence[str]] = None, ranking: Optional[Ranking] = None) -> list[Hit]:
+        """Visible rows of the principal at the basis, ordered by *ranking* (the store's by default).
 
-        *signals* picks which ranked lists are fused — ``("vector", "bm25")`` by default;
-        one alone is for evaluation and diagnosis (how much each contributes). The
-        visibility filter is the same whatever the signals: only the ranking changes.
+        *signals* overrides the ranking's: ``("vector", "bm25")`` fuses both; one alone is
+        for evaluation and diagnosis (how much each contributes: no fusion, no context).
+        The visibility filter is the same whatever the ranking: only the order changes.
         """
-        unknown = [s for s in signals if s not in SIGNALS]
-        if unknown or not signals or isinstance(signals, str):
-            raise ValidationError(f"signals must be a non-empty subset of {SIGNALS}, got {signals!r}",
-                                  field="signals")
+        if ranking is not None and not isinstance(ranking, Ranking):
+            raise ValidationError(f"ranking must be a Ranking, got {type(ranking).__name__}", field="ranking")
+        ranking = ranking or self.ranking
+        thread = self._warming
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            log.info("recall waits for the background index build")  # its progress bar shows on a terminal
+            self.trace("index: waiting for the background build")
+        if signals is not None:
+            ranking = ranking.replace(signals=signals)
         org = principal.scope.org
         candidates = self._visible(principal, basis, kinds=kinds, subject=subject, filters=filters)
         if not candidates:
@@ -378,15 +419,22 @@ class Retriever:
 
         # vector: HNSW with the allowed set inside the walk, plus exact scores for rows
         # the partition does not hold yet (sync adds them first: read-your-writes)
-        if "vector" in signals:
+        if "vector" in ranking.signals:
             lists["vector"] = self._vector_list(org, query, allowed, candidates, depth)
         coverage: Optional[Callable[[str], float]] = None
-        if "bm25" in signals:
-            lexical, coverage = self._bm25_lists(org, query, allowed, candidates, depth)
+        if "bm25" in ranking.signals:
+            # where the org holds episodes, BM25 is read deeper: an episode's other turns reach the pool
+            lex_depth = depth
+            if ranking.fused and ranking.context_weight > 0:
+                known = self._orgs.get(org)  # the model's episode count; built once if there is none yet
+                largest = (known if known is not None and known.bm25 is not None else self._bm25(org)).largest_episode
+                if largest >= ranking.episode_rows:
+                    lex_depth = max(depth, CONTEXT_DEPTH)
+            lexical, coverage = self._bm25_lists(org, query, allowed, candidates, lex_depth)
             lists.update(lexical)
         self.trace("ranked lists: " + ", ".join(f"{name}={len(items)}" for name, items in lists.items()))
         if "vector" in lists and coverage is not None:
-            return self._fuse(org, query, lists, candidates, k, coverage)
+            return self._fuse(org, query, lists, candidates, k, coverage, ranking)
         return self._rank(lists, candidates, k)
 
     def _vector_list(self, org: str, query: str, allowed: "KeysView[str]", candidates: Mapping[str, tuple[str, int]],
@@ -506,28 +554,64 @@ class Retriever:
         return self._top(fused, why, candidates, k)
 
     def _fuse(self, org: str, query: str, lists: Mapping[str, list[tuple[str, float]]],
-              candidates: Mapping[str, tuple[str, int]], k: int, coverage: Callable[[str], float]) -> list[Hit]:
-        """Both signals: every row either list ranked, by `fuse_scores` of its cosine and coverage.
+              candidates: Mapping[str, tuple[str, int]], k: int, coverage: Callable[[str], float],
+              ranking: Ranking) -> list[Hit]:
+        """Both signals: every row either list ranked, scored by `ranking.fuse`, then `ranking.with_context`.
 
         A row only BM25 reached gets its exact cosine (from the partition, or embedded if
         the partition does not hold it), so both signals score every row of the pool.
         """
         why: dict[str, list[str]] = {}
+        ranks: dict[str, dict[str, int]] = {"vector": {}, "bm25": {}}
+        bm25: dict[str, float] = {}
         for name, items in lists.items():
+            signal = "bm25" if name.startswith("bm25") else name
             for rank, (rid, score) in enumerate(items, start=1):
                 why.setdefault(rid, []).append(f"{name} #{rank} ({score:.3f})")
+                ranks[signal].setdefault(rid, rank)
+                if signal == "bm25":
+                    bm25.setdefault(rid, score)
         cosine = {rid: score for rid, score in lists["vector"]}
         missing = [rid for rid in why if rid not in cosine]
         if missing:
             cosine.update(self._cosines(org, query, missing, candidates))
-        alpha = float(self.fusion_alpha)
-        fused: dict[str, float] = {}
-        for rid, parts in why.items():
-            cov = coverage(rid)
-            fused[rid] = fuse_scores(cosine[rid], cov, alpha)
-            parts.append(f"cosine {cosine[rid]:.3f}, lexical coverage {cov:.2f}")
-        self.trace(f"fused {len(fused)} row(s): (1 - {alpha:g}) * cosine01 + {alpha:g} * lexical coverage")
+        ids = list(why)
+        covered = {rid: coverage(rid) for rid in ids}
+        episodes = self._episodes(org, ids, candidates, ranking.episode_rows)
+        fused = fuse(ranking, ids, cosine, covered, bm25, ranks, {rid: e is not None for rid, e in episodes.items()})
+        for rid in ids:
+            why[rid].append(f"cosine {cosine[rid]:.3f}, lexical coverage {covered[rid]:.2f}")
+        in_episodes = sum(e is not None for e in episodes.values())
+        self.trace(f"fused {len(fused)} row(s): {ranking.fusion}, lexical weight {ranking.lexical_weight:g} "
+                   f"({ranking.episode_lexical_weight:g} for the {in_episodes} in episodes)")
+        if ranking.context_weight > 0 and in_episodes:
+            own = fused
+            fused = with_context(fused, episodes, weight=ranking.context_weight, top=ranking.context_top)
+            for rid in ids:
+                if episodes[rid] is not None:
+                    why[rid].append(f"fused {own[rid]:.3f}, {fused[rid]:.3f} with its episode's evidence")
+            self.trace(f"context: {len({e for e in episodes.values() if e is not None})} episode(s), "
+                       f"weight {ranking.context_weight:g}, top {ranking.context_top}")
         return self._top(fused, why, candidates, k)
+
+    def _episodes(self, org: str, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]],
+                  min_rows: int) -> dict[str, Any]:
+        """Each row's episode (`ranking.episode_keys`), or None when its group holds fewer than
+        *min_rows* rows of the org (as counted at the org's BM25 build)."""
+        state = self._orgs.get(org)
+        sizes = state.episode_sizes if state is not None else None
+        if not sizes or state is None or state.largest_episode < min_rows:
+            return dict.fromkeys(rids)
+        by_kind: dict[str, list[str]] = {}
+        for rid in rids:
+            by_kind.setdefault(candidates[rid][0], []).append(rid)
+        out: dict[str, Any] = {}
+        for kind, ids in by_kind.items():
+            rows = self.lake.all_rows(kind).select(_episode_columns(kind)).take(
+                pa.array([candidates[r][1] for r in ids], pa.int64()))
+            out.update((rid, key if key is not None and sizes.get(key, 0) >= min_rows else None)
+                       for rid, key in zip(ids, episode_keys(kind, rows)))
+        return out
 
     def _cosines(self, org: str, query: str, rids: Sequence[str],
                  candidates: Mapping[str, tuple[str, int]]) -> dict[str, float]:
@@ -573,6 +657,11 @@ class Retriever:
             hits.append(Hit(record_from_row(kind, row), score, describe_why(row, "; ".join(sig)), kind,
                             row["search_text"]))
         return hits
+
+
+def _episode_columns(kind: str) -> list[str]:
+    """The columns an episode key is read from (`ranking.episode_keys`)."""
+    return ["session_id"] if "session_id" in SPECS[kind].schema.names else ["source", "valid_from"]
 
 
 def describe_why(row: Mapping[str, Any], signal: str) -> tuple[str, ...]:

@@ -26,7 +26,8 @@ from .records import (
     SPECS, Envelope, check_kinds, record_from_row, subject_key,
 )
 from .redact import Redactor
-from .retrieve import SIGNALS, Hit, Retriever, context_block
+from .ranking import Ranking
+from .retrieve import Hit, Retriever, context_block
 from .scope import Principal, Scope
 from .time import Basis, Clock, StoreClock, require_aware, resolve_basis
 from .write import BatchResult, Writer, WriteResult
@@ -34,6 +35,10 @@ from .write import BatchResult, Writer, WriteResult
 if TYPE_CHECKING:
     from .capture.loaders import LoadReport
     from .capture.pipeline import CaptureJob, CaptureResult, Seen
+
+
+#: When rows are embedded into the vector index (`open`'s ``index=``).
+INDEX_MODES: tuple[str, ...] = ("on_recall", "background")
 
 
 def open(  # noqa: A001 - the public name of API.md
@@ -46,6 +51,8 @@ def open(  # noqa: A001 - the public name of API.md
     redactor: Optional[Redactor] = None,
     create: bool = True,
     purge_on_open: Optional[Principal] = None,
+    ranking: Optional[Ranking] = None,
+    index: str = "on_recall",
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
     maintenance: Optional[MaintenancePolicy] = None,
 ) -> "MemoryStore":
@@ -59,6 +66,12 @@ def open(  # noqa: A001 - the public name of API.md
     ``maintenance=`` is when the store compacts and checkpoints itself
     (`maintenance.MaintenancePolicy`; ``MaintenancePolicy(None, None)`` turns it off).
 
+    ``ranking=ml.Ranking(...)`` sets how `recall` orders what is visible (signals,
+    fusion and its weight, episode context); a recall may pass its own. ``index=``
+    says when rows are embedded into the vector index: ``"on_recall"`` (the first recall
+    that needs them; a long build shows progress) or ``"background"`` (a thread catches
+    the index up after each write, so the first recall finds it built).
+
     ``max_text_bytes`` is the most UTF-8 bytes any one text field of a record may hold
     (a structured value counts as its JSON); a bigger one is refused with a
     ``ValidationError`` naming the field and its size, and nothing is written.
@@ -70,7 +83,7 @@ def open(  # noqa: A001 - the public name of API.md
     """
     return MemoryStore(str(uri), storage_options=storage_options, ledger_uri=ledger_uri, clock=clock,
                        embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open,
-                       max_text_bytes=max_text_bytes, maintenance=maintenance)
+                       ranking=ranking, index=index, max_text_bytes=max_text_bytes, maintenance=maintenance)
 
 
 class MemoryStore:
@@ -79,8 +92,12 @@ class MemoryStore:
     def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None,
                  ledger_uri: Optional[str] = None, clock: Optional[Clock] = None, embedder: Any = None,
                  redactor: Optional[Redactor] = None, create: bool = True,
-                 purge_on_open: Optional[Principal] = None, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+                 purge_on_open: Optional[Principal] = None, ranking: Optional[Ranking] = None,
+                 index: str = "on_recall", max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
                  maintenance: Optional[MaintenancePolicy] = None) -> None:
+        if index not in INDEX_MODES:
+            raise ValidationError(f"index must be one of {INDEX_MODES}, got {index!r}", field="index")
+        self.index_mode = index
         self.clock = StoreClock(clock)
         self.lake = Lake(uri, storage_options=storage_options, clock=self.clock, create=create)
         self.root = self.lake.root
@@ -89,7 +106,7 @@ class MemoryStore:
         self.vis.set_forgotten(self.ledger.forgotten())
         self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations,
                              max_text_bytes=max_text_bytes)
-        self.retriever = Retriever(self.vis, embedder)
+        self.retriever = Retriever(self.vis, embedder, ranking=ranking)
         self._closed = False
         #: compaction, checkpoints, vacuum, status (`maintenance.Maintenance`)
         self.maintenance = Maintenance(self, maintenance)
@@ -110,6 +127,7 @@ class MemoryStore:
         if self._closed:
             return
         self._closed = True
+        self.retriever.wait_for_warm_up()
         self.retriever.flush()
         self.vis.con.close()
 
@@ -163,14 +181,22 @@ class MemoryStore:
     def write(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
               reason: Optional[str] = None, generation: Optional[int] = None) -> WriteResult:
         """Write one record through the one write path; see `write.Writer`."""
-        return self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
-                                  generation=generation)[0]
+        result = self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
+                                    generation=generation)[0]
+        self._written()
+        return result
 
     def write_many(self, records: Sequence[Envelope], *, by: Principal, scope: Optional[Scope] = None,
                    reason: Optional[str] = None, generation: Optional[int] = None) -> BatchResult:
         """Write a batch: the same path as `write`, one commit per table, all or nothing."""
-        return self.writer.commit(list(records), self._principal(by), scope=scope, reason=reason,
-                                  generation=generation)
+        result = self.writer.commit(list(records), self._principal(by), scope=scope, reason=reason,
+                                    generation=generation)
+        self._written()
+        return result
+
+    def _written(self) -> None:
+        if self.index_mode == "background":
+            self.retriever.warm_up()
 
     def propose(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
                 reason: Optional[str] = None) -> WriteResult:
@@ -259,15 +285,19 @@ class MemoryStore:
     def recall(self, query: str, *, by: Principal, subject: Optional[str] = None,
                kinds: Optional[Sequence[str]] = None, k: int = 8, filters: Optional[dict] = None,
                as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
-               valid_at: Optional[datetime] = None, signals: Optional[Sequence[str]] = None) -> list[Hit]:
+               valid_at: Optional[datetime] = None, signals: Optional[Sequence[str]] = None,
+               ranking: Optional[Ranking] = None) -> list[Hit]:
         """Fuzzy recall: the visibility filter first (inside the vector search), then hybrid ranking.
 
         Returns up to *k* hits, each with ``score`` (fused) and ``why`` (scope, which
         signal matched, what it superseded). ``filters`` are exact matches on record
         columns and only narrow what is visible; a filter naming a column a kind lacks
         excludes that kind. Always *k* hits when *k* visible records exist.
-        ``signals`` (for evaluation and diagnosis) ranks by ``("vector",)`` or
-        ``("bm25",)`` alone; None fuses both. What is visible does not change.
+        ``ranking`` (an `ml.Ranking`; default: the store's, set on `open`) says how hits
+        are ordered: which signals, how they are fused and with what weight, how much
+        memories of one episode lend each other. ``signals`` (for evaluation and
+        diagnosis) overrides the ranking's: ``("vector",)`` or ``("bm25",)`` alone ranks
+        by that signal only. What is visible never depends on either.
 
         >>> # store.recall("can I invite 50 members?", by=alice, subject="user:42")[0].record.value
         """
@@ -276,7 +306,7 @@ class MemoryStore:
         basis = self._basis(as_of, known_at, valid_at)
         return self.retriever.recall(str(query), self._principal(by), basis, kinds=check_kinds(kinds),
                                      subject=subject, k=k, filters=filters,
-                                     signals=SIGNALS if signals is None else signals)
+                                     signals=signals, ranking=ranking)
 
     def context(self, query: str, *, by: Principal, budget_tokens: int = 800, subject: Optional[str] = None,
                 kinds: Optional[Sequence[str]] = None, k: int = 20, as_of: Optional[datetime] = None,

@@ -17,7 +17,7 @@ import memory_lakehouse as ml
 from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact
 from memory_lakehouse import retrieve
 from memory_lakehouse.lexical import Bm25, lexical_coverage, lexical_scores, tokenize
-from memory_lakehouse.retrieve import fuse_scores
+from memory_lakehouse.ranking import fuse_scores
 
 EMBEDDER = ml.HashingEmbedder(dim=64)
 
@@ -129,7 +129,8 @@ def test_fusion_normalises_by_theoretical_ranges_not_by_the_other_hits():
 @pytest.fixture
 def hstore(tmp_path):
     store = ml.open(tmp_path / "store", clock=SimClock(day(30)), embedder=EMBEDDER)
-    records = [fact(f"customer:c{i}", "plan", f"plan {i} allows {10 * i} seats on the {word} tier", day(1),
+    # one valid time each: a batch of rows from one source at one valid time would be an episode
+    records = [fact(f"customer:c{i}", "plan", f"plan {i} allows {10 * i} seats on the {word} tier", day(1 + i),
                     scope=SUPPORT)
                for i, word in enumerate(["bronze", "silver", "gold", "platinum", "diamond", "zinc"] * 4)]
     store.write_many(records, by=STEWARD)
@@ -152,13 +153,8 @@ def test_hybrid_hits_carry_both_signals_and_a_fused_score_in_order(hstore):
 
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
 def test_the_fusion_weight_spans_vector_only_to_coverage_only(hstore, alpha):
-    retriever = hstore.retriever
     query = "platinum plan seats"
-    retriever.fusion_alpha = alpha
-    try:
-        hybrid = hstore.recall(query, by=MEMBER, k=5)
-    finally:
-        del retriever.fusion_alpha
+    hybrid = hstore.recall(query, by=MEMBER, k=5, ranking=ml.Ranking(lexical_weight=alpha))
     if alpha == 0.0:  # the same cosines in the same order (rows of equal cosine may swap)
         vector = hstore.recall(query, by=MEMBER, k=5, signals=("vector",))
         assert [cosine_of(h) for h in hybrid] == pytest.approx([cosine_of(h) for h in vector], abs=1e-3)

@@ -1,0 +1,220 @@
+"""How recall orders what is visible: the `Ranking` settings and the functions they select.
+
+Ranking never changes *what* recall may return (the visibility query decides that);
+it orders the visible rows that the vector search and BM25 reached:
+
+1. **fuse** — each row of the pool gets one score from its cosine and its lexical
+   match (`Ranking.fusion`):
+
+   * ``"convex"`` (the default) — ``(1 - w) * cosine01 + w * coverage``, both on their
+     theoretical [0, 1] scale (`fuse_scores`): no per-query normalisation, so a query
+     whose best lexical match covers a tenth of it cannot count that match as a perfect
+     one;
+   * ``"minmax"`` — cosine and BM25 each min-max normalised over the query's pool, then
+     ``(1 - w) * cosine + w * bm25``;
+   * ``"rrf"`` — weighted reciprocal-rank fusion of the two lists,
+     ``(1 - w) / (60 + rank_vector) + w / (60 + rank_bm25)``;
+
+2. **episodes** — memories recorded together form an *episode*: the rows of one session
+   (``session_id``), or else of one kind, source and valid-from time, when the store
+   holds at least `Ranking.episode_rows` of them (a conversation session's turns, not
+   the handful of rows a sync wrote one day). An episode's rows are verbatim text,
+   where a shared rare word is strong evidence: they fuse with
+   `Ranking.episode_lexical_weight` instead of `Ranking.lexical_weight`;
+
+3. **context** — an episode lends its rows evidence: a row's score becomes
+   ``(s + c * e) / (1 + c)``, where ``e`` is the mean of the best `Ranking.context_top`
+   scores of its episode in the pool and ``c`` is `Ranking.context_weight`
+   (`with_context`). A question about one session is usually answered by a turn whose
+   neighbours talk about the same thing. Rows outside episodes keep their score.
+
+The weights were chosen leave-one-conversation-out on LoCoMo-format dev conversations
+(``python -m evals.locomo``; docs/performance.md, "Recall on conversations"); rows
+outside episodes rank as they did before, so the in-house fixture's figures hold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from dataclasses import replace as _replace
+from typing import Any, Hashable, Mapping, Optional, Sequence
+
+import pyarrow as pa
+
+from .errors import ValidationError
+
+#: The ranked lists recall can fuse; recall uses both unless told otherwise.
+SIGNALS: tuple[str, ...] = ("vector", "bm25")
+#: Ways of fusing the two signals (see the module docstring).
+FUSIONS: tuple[str, ...] = ("convex", "minmax", "rrf")
+#: Reciprocal-rank fusion constant (Cormack et al. 2009).
+RRF_K = 60
+#: Weight of the lexical signal in fusion for rows outside episodes: 0.1, chosen on the retrieval
+#: fixture's dev half (docs/design-notes.md, "Hybrid fusion").
+LEXICAL_WEIGHT = 0.1
+#: Weight of a row's episode in its score (`with_context`); 2.0: every fold's pick (0-5 swept).
+CONTEXT_WEIGHT = 2.0
+#: How many of an episode's best scores make its evidence (mean); 3: best of 2, 3, 5, 8 on dev.
+CONTEXT_TOP = 3
+#: BM25 is read at least this deep when context is on, so an episode's turns reach the pool.
+CONTEXT_DEPTH = 100
+#: Lexical weight for rows of an episode (a conversation session's turns: verbatim text, where a
+#: shared rare word is strong evidence). 0.3: every LOO fold's pick on the LoCoMo dev data.
+EPISODE_LEXICAL_WEIGHT = 0.3
+#: Rows one episode must hold in the store to be read as one (a session's transcript): LoCoMo's
+#: sessions hold 13-43 turns; the fixture's coincidental groups (CRM rows synced one day) at most 6.
+EPISODE_ROWS = 10
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Settings of recall's ranking stage; pass one to ``ml.open(ranking=...)`` or ``recall(ranking=...)``.
+
+    *signals*: the ranked lists used (``("vector", "bm25")``; one alone ranks by that
+    signal only, as a diagnosis: no fusion, no context). *fusion*: ``"convex"``,
+    ``"minmax"`` or ``"rrf"``. *lexical_weight*: the lexical signal's share in fusion,
+    0 (vector order) to 1 (lexical order); *episode_lexical_weight*: the same for rows
+    of an episode. *episode_rows*: how many rows a group recorded together must hold
+    to be an episode. *context_weight*: how much an episode lends to its rows' scores
+    (0: nothing); *context_top*: how many of its best scores count.
+
+    >>> Ranking().lexical_weight, Ranking(context_weight=0).context_weight
+    (0.1, 0.0)
+    >>> Ranking(fusion="cosine")
+    Traceback (most recent call last):
+    ...
+    memory_lakehouse.errors.ValidationError: fusion must be one of ('convex', 'minmax', 'rrf'), got 'cosine'
+    """
+
+    signals: tuple[str, ...] = SIGNALS
+    fusion: str = "convex"
+    lexical_weight: float = LEXICAL_WEIGHT
+    episode_lexical_weight: float = EPISODE_LEXICAL_WEIGHT
+    episode_rows: int = EPISODE_ROWS
+    context_weight: float = CONTEXT_WEIGHT
+    context_top: int = CONTEXT_TOP
+
+    def __post_init__(self) -> None:
+        signals = self.signals
+        if isinstance(signals, str) or not signals or any(s not in SIGNALS for s in signals):
+            raise ValidationError(f"signals must be a non-empty subset of {SIGNALS}, got {signals!r}",
+                                  field="signals")
+        object.__setattr__(self, "signals", tuple(dict.fromkeys(signals)))
+        if self.fusion not in FUSIONS:
+            raise ValidationError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}", field="fusion")
+        for name in ("lexical_weight", "episode_lexical_weight", "context_weight"):
+            value = getattr(self, name)
+            unit = name != "context_weight"
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0 or (unit and value > 1):
+                bound = "in [0, 1]" if unit else ">= 0"
+                raise ValidationError(f"{name} must be a number {bound}, got {value!r}", field=name)
+            object.__setattr__(self, name, float(value))
+        for name in ("context_top", "episode_rows"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValidationError(f"{name} must be a positive int, got {value!r}", field=name)
+
+    def replace(self, **changes: Any) -> "Ranking":
+        """A copy with some settings changed (checked like a new one).
+
+        >>> Ranking().replace(fusion="rrf").fusion
+        'rrf'
+        """
+        return _replace(self, **changes)
+
+    @property
+    def fused(self) -> bool:
+        return len(self.signals) > 1
+
+
+def fuse_scores(cosine: float, coverage: float, alpha: float = LEXICAL_WEIGHT) -> float:
+    """Convex combination of a cosine similarity and a lexical coverage, both mapped to [0, 1].
+
+    Each signal is normalised by its *theoretical* range — cosine from [-1, 1], coverage
+    already in [0, 1] — not by the best score of the query's list (Bruch et al. 2022,
+    "An Analysis of Fusion Functions for Hybrid Retrieval").
+
+    >>> fuse_scores(1.0, 1.0), fuse_scores(-1.0, 0.0), fuse_scores(0.0, 1.0, alpha=0.5)
+    (1.0, 0.0, 0.75)
+    """
+    return (1.0 - alpha) * (cosine + 1.0) / 2.0 + alpha * coverage
+
+
+def minmax(values: Mapping[str, float]) -> dict[str, float]:
+    """Each value scaled to [0, 1] by the smallest and largest of *values* (all 0 when they are equal).
+
+    >>> minmax({"a": 2.0, "b": 4.0, "c": 3.0})
+    {'a': 0.0, 'b': 1.0, 'c': 0.5}
+    """
+    if not values:
+        return {}
+    lo, hi = min(values.values()), max(values.values())
+    span = hi - lo
+    return {k: (v - lo) / span if span > 0 else 0.0 for k, v in values.items()}
+
+
+def fuse(ranking: Ranking, ids: Sequence[str], cosine: Mapping[str, float], coverage: Mapping[str, float],
+         bm25: Mapping[str, float], ranks: Mapping[str, Mapping[str, int]],
+         in_episode: Optional[Mapping[str, bool]] = None) -> dict[str, float]:
+    """One score per row of the pool (*ids*), by `Ranking.fusion`.
+
+    *cosine* and *coverage* hold every row of the pool; *bm25* and *ranks* (signal ->
+    row -> 1-based rank) hold the rows each list reached; rows *in_episode* fuse with
+    `Ranking.episode_lexical_weight`.
+    """
+    inside = in_episode or {}
+    weight = {rid: ranking.episode_lexical_weight if inside.get(rid) else ranking.lexical_weight for rid in ids}
+    if ranking.fusion == "convex":
+        return {rid: fuse_scores(cosine[rid], coverage[rid], weight[rid]) for rid in ids}
+    if ranking.fusion == "minmax":
+        cos = minmax({rid: cosine[rid] for rid in ids})
+        lex = minmax({rid: bm25.get(rid, 0.0) for rid in ids})
+        return {rid: (1.0 - weight[rid]) * cos[rid] + weight[rid] * lex[rid] for rid in ids}
+    vec, lexr = ranks.get("vector", {}), ranks.get("bm25", {})
+    return {rid: (1.0 - weight[rid]) * (1.0 / (RRF_K + vec[rid]) if rid in vec else 0.0)
+            + weight[rid] * (1.0 / (RRF_K + lexr[rid]) if rid in lexr else 0.0) for rid in ids}
+
+
+def episode_keys(kind: str, rows: "pa.Table") -> list[Optional[Hashable]]:
+    """Each row's episode key: its session, else (kind, source, valid-from time); None without either.
+
+    *rows* holds ``source`` and ``valid_from`` (and ``session_id`` when the kind has one).
+    """
+    if "session_id" in rows.column_names:
+        return [(kind, sid) if sid else None for sid in rows.column("session_id").to_pylist()]
+    sources = rows.column("source").to_pylist()
+    starts = rows.column("valid_from").cast(pa.int64()).to_pylist()
+    return [(kind, src, t) if t is not None else None for src, t in zip(sources, starts)]
+
+
+def with_context(scores: Mapping[str, float], episode: Mapping[str, Hashable | None], *, weight: float,
+                 top: int = CONTEXT_TOP) -> dict[str, float]:
+    """``(s + weight * e) / (1 + weight)``: *e* is the mean of the best *top* scores of the row's episode.
+
+    Rows whose episode is None, or alone in theirs, keep their score (their episode's
+    evidence is their own). The result stays on the scores' scale, and a row's rank
+    within its episode never changes.
+
+    >>> s = with_context({"a": 0.9, "b": 0.8, "c": 0.85}, {"a": None, "b": "s1", "c": "s2"}, weight=1.0)
+    >>> sorted(s, key=s.get, reverse=True)  # nothing shared: the order is the scores'
+    ['a', 'c', 'b']
+    >>> s = with_context({"a": 0.9, "b": 0.8, "c": 0.7}, {"a": None, "b": "s1", "c": "s1"}, weight=4.0, top=1)
+    >>> round(s["b"], 2), round(s["c"], 2)  # c gets its episode's best, 0.8: (0.7 + 4 * 0.8) / 5
+    (0.8, 0.78)
+    """
+    if weight <= 0:
+        return dict(scores)
+    members: dict[Hashable, list[float]] = {}
+    for rid, s in scores.items():
+        key = episode.get(rid)
+        if key is not None:
+            members.setdefault(key, []).append(s)
+    evidence = {key: sum(sorted(v, reverse=True)[:top]) / min(top, len(v)) for key, v in members.items()}
+    out = {}
+    for rid, s in scores.items():
+        key = episode.get(rid)
+        e = evidence[key] if key is not None else s
+        out[rid] = (s + weight * e) / (1.0 + weight)
+    return out
