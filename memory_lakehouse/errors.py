@@ -3,7 +3,8 @@
     LakehouseError
      ├── ValidationError   (also ValueError)      bad input; nothing was written
      ├── PermissionDenied  (also PermissionError) the principal's role or scope forbids it
-     ├── StaleGeneration                          a worker's deletion generation is out of date
+     ├── StaleGeneration                          a worker's deletion generation is out of date,
+     │                                            or the record is history a forget erased
      ├── Escalation                               the policy resolver found a tie; a human decides
      ├── ConflictError                            a concurrent change won; retry
      └── StoreError        (also OSError)         the store's files are missing or unreadable
@@ -50,11 +51,11 @@ class PermissionDenied(LakehouseError, PermissionError):
 class StaleGeneration(LakehouseError):
     """The subject was forgotten after the worker read its generation: drop the result."""
 
-    def __init__(self, subject_key: str, expected: int, current: int) -> None:
-        super().__init__(
+    def __init__(self, subject_key: str, expected: int, current: int, message: str | None = None) -> None:
+        super().__init__(message or (
             f"deletion generation is {current}, the write carried {expected}: "
             "the subject was forgotten since this work started; its result is discarded"
-        )
+        ))
         self.subject_key = subject_key
         self.expected = expected
         self.current = current

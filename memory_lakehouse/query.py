@@ -6,14 +6,17 @@ kind's table and applies, in this order:
 
 1. **system time**: rows whose commit is known at ``known_at`` (incomplete transactions
    never appear; see `Lake.known_rows`);
-2. **scope**: the principal's own scope and its ancestors', never a sibling's, and the
-   caller's filters can only narrow that;
+2. **scope**: the principal's own scope and its ancestors', never a sibling's;
 3. **forgetting**: subjects and records in the deletion ledger, at every basis;
 4. **status**: retracted records and proposals are never served;
 5. **supersession**: per slot (lineage) and scope, the version with the latest
    ``valid_from`` at or before ``valid_at`` (a later commit breaks ties) is the head;
    a head that has ended (``valid_to``) or expired at ``valid_at`` is not served;
-   then the most specific scope's head wins the slot.
+   then the most specific scope's head wins the slot;
+6. **the caller's narrowing** last: ``filters`` (and the subject, where a slot may
+   span subjects) keep or drop the heads rules 1-5 chose. A filter narrows the visible
+   set and never picks among versions: ``filters={"source": "billing_api"}`` on a slot
+   whose billing_api version was superseded returns nothing, not the old version.
 
 Rule 5 makes supersession a read-time decision, so the write path stays append-only
 and "what was true on day 10" keeps working after the day-14 update.
@@ -108,11 +111,20 @@ def refreshed_expiry_sql(sightings: str, known_at: str, valid_at: str, alias: st
 
 
 def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *, heads_only: bool,
-                   expiry: str = "r.expires_at") -> str:
+                   expiry: str = "r.expires_at", carry: Sequence[str] = (), narrow: Sequence[str] = (),
+                   subject_first: bool = True) -> str:
     """The rules of `Visibility.visible` as SQL; ``b(col)`` names a basis value.
 
     One builder for every read: a single read passes its basis as parameters, a replay
     joins a table of bases; the predicates are the same list either way.
+
+    *where* holds the basis's own rules (ledger, status). *narrow* holds the caller's
+    narrowing (filters; the subject when a slot may span subjects): predicates over the
+    candidate columns, applied only after each slot's head is chosen — a filter narrows
+    the visible set and never picks among versions, so it cannot bring back a superseded
+    value. *carry* are the ``r.<col> AS <alias>`` expressions those predicates read.
+    With *subject_first* the subject narrows the scan itself, which is exact only when
+    every slot belongs to one subject (`SUBJECT_SLOTS`).
     """
     basis_rules = [
         f"r.org = {b('org')}",
@@ -122,25 +134,34 @@ def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *
         f"r.known_since <= {b('known_at')}",  # system time: known by then
         f"(r.retracted_since IS NULL OR r.retracted_since > {b('known_at')})",  # not yet retracted then
         f"r.valid_from <= {b('valid_at')}",  # world time: begun by then
-        f"({b('subject_key')} IS NULL OR r.subject_key = {b('subject_key')})",
     ]
+    subject_rule = f"({b('subject_key')} IS NULL OR r.subject_key = {b('subject_key')})"
+    narrow = list(narrow)
+    if subject_first:
+        basis_rules.append(subject_rule)
+    else:  # after the heads: the subject is one more narrowing of what is visible
+        narrow.append("(basis_subject_key IS NULL OR subject_key = basis_subject_key)")
     head = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth "
             "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, _row DESC) = 1" if heads_only else "")
     slot = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id ORDER BY scope_depth DESC) = 1"
             if heads_only else "")
+    extra = "".join(f", {c}" for c in carry)
     return f"""
 WITH candidates AS (
     SELECT r._row, r.lineage_id, r.valid_from, r.valid_to, {expiry} AS expires_at, r.known_since, r.commit_version,
            {scope_depth_sql("r")} AS scope_depth, {b('decision_id')} AS decision_id,
-           {b('valid_at')} AS basis_valid_at
+           {b('valid_at')} AS basis_valid_at, r.subject_key, {b('subject_key')} AS basis_subject_key{extra}
     FROM {source}
     WHERE {' AND '.join(list(basis_rules) + list(where))}
     {head}
+), heads AS (
+    SELECT * FROM candidates
+    WHERE (valid_to IS NULL OR valid_to > basis_valid_at)   -- the head has not ended
+      AND (expires_at IS NULL OR expires_at > basis_valid_at)  -- nor expired
+    {slot}
 )
-SELECT decision_id, _row, scope_depth FROM candidates
-WHERE (valid_to IS NULL OR valid_to > basis_valid_at)   -- the head has not ended
-  AND (expires_at IS NULL OR expires_at > basis_valid_at)  -- nor expired
-{slot}
+SELECT decision_id, _row, scope_depth FROM heads
+{"WHERE " + " AND ".join(narrow) if narrow else ""}
 ORDER BY decision_id, valid_from DESC, known_since DESC
 """
 
@@ -424,11 +445,13 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             table = self._register(kind)
             params: dict[str, Any] = {}
             where = ["NOT r.hidden"]
+            subject_first = kind in SUBJECT_SLOTS
             keys = pc.unique(bases.column("subject_key")).to_pylist()
-            if len(keys) == 1 and keys[0] is not None:
+            if subject_first and len(keys) == 1 and keys[0] is not None:
                 # every basis names the same subject: filter the scan itself, not only the join
                 params["subject_key"] = keys[0]
                 where.append("r.subject_key = $subject_key")
+            carry, narrow = [], []  # filters narrow the visible set: applied to the heads (visibility_sql)
             for i, (col, value) in enumerate(sorted((filters or {}).items())):
                 if col not in filterable or col in ("org", "division", "team", "actor"):
                     raise ValidationError(
@@ -437,7 +460,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                         field="filters",
                     )
                 params[f"f{i}"] = _filter_value(kind, col, value)
-                where.append(f"r.{col} IS NOT DISTINCT FROM $f{i}" if value is None else f"r.{col} = $f{i}")
+                carry.append(f"r.{col} AS _f{i}")
+                narrow.append(f"_f{i} IS NOT DISTINCT FROM $f{i}" if value is None else f"_f{i} = $f{i}")
             status = "proposed" if include_proposals else "active"
             if bases.num_rows == 1:
                 # one read: the basis travels as parameters (same rules, a plan DuckDB builds faster)
@@ -449,7 +473,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 source, b = f"{table} r JOIN bases b ON r.org = b.org", (lambda c: f"b.{c}")
             expiry = (refreshed_expiry_sql(self._register("sighting"), b("known_at"), b("valid_at")) if refreshed
                       else "r.expires_at")
-            sql = visibility_sql(source, b, where + [f"r.status = '{status}'"], heads_only=heads_only, expiry=expiry)
+            sql = visibility_sql(source, b, where + [f"r.status = '{status}'"], heads_only=heads_only, expiry=expiry,
+                                 carry=carry, narrow=narrow, subject_first=subject_first)
             if any(chunk.num_rows for chunk in self.lake.views[kind].chunks):
                 hits = self.execute(sql, params)
             else:  # an empty table shows nothing: no need to pay DuckDB's milliseconds (recall reads every kind)

@@ -180,15 +180,26 @@ class MemoryStore:
 
     def write(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
               reason: Optional[str] = None, generation: Optional[int] = None) -> WriteResult:
-        """Write one record through the one write path; see `write.Writer`."""
-        result = self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
-                                    generation=generation)[0]
+        """Write one record through the one write path; see `write.Writer`.
+
+        Raises `StaleGeneration` (nothing written) for history a forget erased: a record
+        about a subject forgotten at or after its ``valid_from``. Memory valid after the
+        forget is accepted: a new life of the subject.
+        """
+        result = self.writer.commit_one(record, self._principal(by), scope=scope, reason=reason,
+                                        generation=generation)
         self._written()
         return result
 
     def write_many(self, records: Sequence[Envelope], *, by: Principal, scope: Optional[Scope] = None,
                    reason: Optional[str] = None, generation: Optional[int] = None) -> BatchResult:
-        """Write a batch: the same path as `write`, one commit per table, all or nothing."""
+        """Write a batch: the same path as `write`, one commit per table, all or nothing.
+
+        Records about a subject forgotten at or after their ``valid_from`` are dropped,
+        not written, and reported (action ``"forgotten"``; ``result.counts``,
+        ``result.dropped``); the rest of the batch is written. So re-running a backfill
+        after ``forget`` + ``purge`` does not bring the erased subject back.
+        """
         result = self.writer.commit(list(records), self._principal(by), scope=scope, reason=reason,
                                     generation=generation)
         self._written()
@@ -201,8 +212,8 @@ class MemoryStore:
     def propose(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
                 reason: Optional[str] = None) -> WriteResult:
         """Record a draft (status ``proposed``): never recalled as memory until approved."""
-        return self.writer.commit([record], self._principal(by), scope=scope, reason=reason,
-                                  status="proposed", op="propose")[0]
+        return self.writer.commit_one(record, self._principal(by), scope=scope, reason=reason,
+                                      status="proposed", op="propose")
 
     def approve(self, record_id: str, *, by: Principal, reason: Optional[str] = None, **corrections: Any) -> WriteResult:
         """Promote a proposal to active memory, with optional corrections. Agents cannot approve."""
@@ -291,8 +302,9 @@ class MemoryStore:
 
         Returns up to *k* hits, each with ``score`` (fused) and ``why`` (scope, which
         signal matched, what it superseded). ``filters`` are exact matches on record
-        columns and only narrow what is visible; a filter naming a column a kind lacks
-        excludes that kind. Always *k* hits when *k* visible records exist.
+        columns and only narrow what is visible: each slot's head is chosen at the basis
+        first, so a filter matching only a superseded version returns nothing, never that
+        version. A filter naming a column a kind lacks excludes that kind. Always *k* hits when *k* visible records exist.
         ``ranking`` (an `ml.Ranking`; default: the store's, set on `open`) says how hits
         are ordered: which signals, how they are fused and with what weight, how much
         memories of one episode lend each other. ``signals`` (for evaluation and
@@ -310,18 +322,20 @@ class MemoryStore:
 
     def context(self, query: str, *, by: Principal, budget_tokens: int = 800, subject: Optional[str] = None,
                 kinds: Optional[Sequence[str]] = None, k: int = 20, as_of: Optional[datetime] = None,
-                known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> str:
+                known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
+                filters: Optional[dict] = None) -> str:
         """A prompt block of the most relevant visible memories, within *budget_tokens*.
 
         Tokens are word pieces of the default model's tokenizer, whatever the embedder
         (`tokens.count_tokens`, which can only over-count); a memory too long for what is
         left is cut and marked ``cut``. Each line carries kind, valid time, source and
-        evidence, so the model can cite what it uses.
+        evidence, so the model can cite what it uses. ``filters`` narrow what is visible,
+        as for `recall`.
         """
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
             raise ValidationError("budget_tokens must be a positive integer", field="budget_tokens")
         hits = self.recall(query, by=by, subject=subject, kinds=kinds, k=k, as_of=as_of, known_at=known_at,
-                           valid_at=valid_at)
+                           valid_at=valid_at, filters=filters)
         return context_block(hits, budget_tokens=budget_tokens)
 
     def rebuild_index(self, org: Optional[str] = None) -> list[str]:

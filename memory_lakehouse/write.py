@@ -10,6 +10,15 @@ Reconcile, per slot and scope, against the version in force at the new row's
 content ``supersede``s it (with a pointer and a reason), no predecessor is ``inserted``.
 The reason of a write is its commit's (the log keeps it for the audit trail, without the
 batch's subject names); a row carries only the reason its own record gives.
+
+Erased history stays erased: a record about a subject forgotten (inside the forget's
+subtree) at or after the record's ``valid_from`` is never written — the same for a
+record scoped to a forgotten actor. The ledger outlives every purge, so a re-run
+backfill cannot bring an erased customer back. `write_many` drops such records and
+reports each (action ``"forgotten"``, no record id) and writes the rest; `write`,
+`propose` and `approve` of one such record raise `StaleGeneration` (nothing written).
+Memory valid *after* the forget is a new life of the subject: written at its current
+deletion generation, served, and erased again by the next forget.
 """
 
 from __future__ import annotations
@@ -40,7 +49,7 @@ from .redact import Redactor
 from .scope import Principal, Scope
 from .time import Basis, require_aware
 
-Action = Literal["inserted", "superseded", "duplicate"]
+Action = Literal["inserted", "superseded", "duplicate", "forgotten"]
 Status = Literal["active", "proposed", "retracted"]
 
 #: Per-kind extra checks (e.g. who may write policies, policy overlap), called with the validated
@@ -84,6 +93,16 @@ class BatchResult:
 
     def count(self, action: Action) -> int:
         return sum(1 for r in self.results if r.action == action)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many records were inserted, superseded, duplicate and forgotten (dropped)."""
+        return {a: self.count(a) for a in ("inserted", "superseded", "duplicate", "forgotten")}
+
+    @property
+    def dropped(self) -> tuple[int, ...]:
+        """Input positions of the records not written because their subject was forgotten."""
+        return tuple(i for i, r in enumerate(self.results) if r.action == "forgotten")
 
 
 #: Batches at least this big run with the garbage collector paused (see `Writer.commit`).
@@ -335,8 +354,8 @@ class Writer:
             record = replace(record, **{**base, **corrections})
         except TypeError as exc:
             raise ValidationError(f"unknown correction: {exc}", field="corrections") from exc
-        return self.commit([record], by, reason=reason or f"approved proposal {record_id}", op="approve",
-                                  reconcile=True)[0]
+        return self.commit_one(record, by, reason=reason or f"approved proposal {record_id}", op="approve",
+                               reconcile=True)
 
     def retract(self, record_id: str, by: Principal, *, reason: str) -> WriteResult:
         """End a record: a new row that hides it from every later read (history keeps it)."""
@@ -350,8 +369,7 @@ class Writer:
         by.check_write(scope)
         record = replace(record_from_row(kind, row), record_id=None, txn_id=None, known_since=None,
                          supersedes=record_id)  # the reason is the commit's (audit), not the row's
-        return self.commit([record], by, reason=reason, status="retracted", op="retract",
-                                  reconcile=False)[0]
+        return self.commit_one(record, by, reason=reason, status="retracted", op="retract", reconcile=False)
 
     # ------------------------------------------------------------------ policies
 
@@ -407,6 +425,18 @@ class Writer:
             raise ValidationError("; ".join(_overlap_message(new, old, at) for new, old, at in clash), field="priority")
 
     # ------------------------------------------------------------------ commit
+
+    def commit_one(self, record: Envelope, principal: Principal, **options: Any) -> WriteResult:
+        """`commit` of one record, which raises `StaleGeneration` where a batch would drop it."""
+        result = self.commit([record], principal, **options)[0]
+        if result.action == "forgotten":
+            key = subject_key(record.subject_name)
+            generation = self.generations([key]).get(key, 0)
+            raise StaleGeneration(key, generation, generation, message=(
+                "the record's subject (or its scope's actor) was forgotten at or after the record's valid_from: "
+                "writing it would bring erased history back, so nothing was written (memory valid after the "
+                "forget is accepted as a new life of the subject)"))
+        return result
 
     def commit(self, records: Sequence[Envelope], principal: Principal, **options: Any) -> BatchResult:
         """Validate, redact, reconcile and append *records* in one transaction (see `_commit`).
@@ -471,11 +501,17 @@ class Writer:
                 key = subject_key(r.subject_name)
                 expected = generation.get(key, 0) if isinstance(generation, Mapping) else generation or 0
                 raise StaleGeneration(key, expected, current.get(key, 0))
-        planned = self._reconcile(prepared, status, reconcile)
+        refused = self._erased_history(validated)
+        planned = self._reconcile([p for i, p in enumerate(prepared) if i not in refused], status, reconcile)
+        if refused:  # dropped records keep their place in the results
+            kept = iter(planned)
+            planned = [(r, _result(record_id="", action="forgotten", kind=r.kind, lineage_id=SPECS[r.kind].slot(r, r.scope),
+                                   scope=r.scope, redacted=redacted), redacted)
+                       if i in refused else next(kept) for i, (r, redacted) in enumerate(prepared)]
         rows: dict[str, list[tuple[Envelope, WriteResult]]] = {}
         txn_id = new_txn_id()
         for record, result, _ in planned:
-            if result.action != "duplicate":
+            if result.action not in ("duplicate", "forgotten"):
                 rows.setdefault(record.kind, []).append((record, result))
         if not rows:
             return BatchResult(tuple(res for _, res, _ in planned), None)
@@ -490,9 +526,35 @@ class Writer:
         versions = self.lake.append(tables, meta)
         committed_at = self.lake.txn_known_since(txn_id) or committed_at  # later if a racing commit landed first
         for rec, res, _ in planned:  # the writer's own result objects, not yet handed out
-            if res.action != "duplicate":
+            if res.action not in ("duplicate", "forgotten"):
                 res.__dict__.update(txn_id=txn_id, version=versions.get(rec.kind), known_since=committed_at)
         return BatchResult(tuple(res for _, res, _ in planned), txn_id, versions, committed_at)
+
+    def _erased_history(self, records: Sequence[Envelope]) -> set[int]:
+        """Input positions of the records a forget erased.
+
+        A record is erased history when a tombstone of its subject (or of its scope's
+        actor) covers its scope and was written at or after the record's ``valid_from``.
+        The ledger is the judge (it survives purge); `_commit` read it just before.
+        """
+        tombstones = self.vis.forgotten.tombstones
+        if not tombstones:
+            return set()
+        by_key: dict[str, list[tuple]] = {}
+        for t in tombstones:
+            by_key.setdefault(t[0], []).append(t)
+        out: set[int] = set()
+        for i, r in enumerate(records):
+            assert r.scope is not None  # validated
+            keys = [subject_key(r.subject_name)] + ([subject_key(r.scope.actor)] if r.scope.actor else [])
+            valid_from = r.valid_interval[0]
+            for key in keys:
+                for _, _, forgotten_at, org, division, team in by_key.get(key, ()):
+                    covers = all(want is None or want == have for want, have in
+                                 ((org, r.scope.org), (division, r.scope.division), (team, r.scope.team)))
+                    if covers and valid_from is not None and valid_from <= forgotten_at:
+                        out.add(i)
+        return out
 
     def _commit_reason(self, reason: Optional[str], names: Iterable[str]) -> Optional[str]:
         """The reason as the commit log keeps it: redacted, and without the batch's subject names.

@@ -337,7 +337,7 @@ def load(store: MemoryStore, path: str | Path | Sequence[str | Path], *, format:
                             ttl=ttl, source=origin) for t in session.turns]
             with store.clock.pinned(session.date):
                 result = store.write_many(records, by=by, scope=scope, reason=f"{format} load of {session.file}")
-            new = len(result) - result.count("duplicate")
+            new = len(result) - result.count("duplicate") - result.count("forgotten")
             inserted += new
             duplicates += result.count("duplicate")
             turns += len(records)

@@ -156,12 +156,16 @@ def cmd_write(args: argparse.Namespace) -> None:
         if exc.index is None:
             raise
         raise errors.ValidationError(f"{where} line {lines[exc.index]}: {exc.detail}", field=exc.field) from None
-    counts = {a: result.count(a) for a in ("inserted", "superseded", "duplicate")}
+    counts = result.counts
+    dropped = ([f"{counts['forgotten']} record(s) not written: their subject was forgotten at or after they "
+                "were valid (erased history stays erased); lines " + ", ".join(str(lines[i]) for i in result.dropped)]
+               if counts["forgotten"] else [])
     _emit(args, {"txn_id": result.txn_id, "counts": counts,
-                 "results": [{"record_id": r.record_id, "action": r.action, "kind": r.kind,
+                 "results": [{"record_id": r.record_id or None, "action": r.action, "kind": r.kind,
                               "supersedes": r.supersedes, "redacted": list(r.redacted)} for r in result]},
-          lambda: [f"{r.action:<10} {r.kind:<10} {r.record_id}" for r in result]
-          + [f"{len(result)} record(s): " + ", ".join(f"{v} {k}" for k, v in counts.items())])
+          lambda: [f"{r.action:<10} {r.kind:<10} {r.record_id or '-'}" for r in result]
+          + [f"{len(result)} record(s): " + ", ".join(f"{v} {k}" for k, v in counts.items() if v or k != "forgotten")]
+          + dropped)
 
 
 def _basis_kwargs(args: argparse.Namespace) -> dict[str, Any]:
