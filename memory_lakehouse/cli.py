@@ -10,12 +10,15 @@ import argparse
 import json
 import sys
 from datetime import datetime
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from . import errors
 from .records import from_dict, to_dict
 from .scope import ROLES, Principal, Scope
 from .time import require_aware
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
 
 
 def _json_default(value: Any) -> Any:
@@ -38,12 +41,12 @@ def _emit(args: argparse.Namespace, payload: Any, lines: Callable[[], Sequence[s
             print(line)
 
 
-def _open(args: argparse.Namespace, *, create: bool = False):
+def _open(args: argparse.Namespace, *, create: bool = False) -> MemoryStore:
     """The command's store; `main` closes it (saving index rows caught up on the way)."""
     from .store import open as open_store
 
-    args.opened = open_store(args.store, ledger_uri=args.ledger, create=create)
-    return args.opened
+    store = args.opened = open_store(args.store, ledger_uri=args.ledger, create=create)
+    return store
 
 
 def _principal(args: argparse.Namespace) -> Principal:
@@ -100,14 +103,14 @@ def cmd_fact(args: argparse.Namespace) -> None:
     fact = store.get_fact(args.subject, args.attribute, by=_principal(args), **_basis_kwargs(args))
     _emit(args, to_dict(fact) if fact else None,
           lambda: [f"{args.subject}.{args.attribute} = {fact.value!r}  (valid from {fact.valid_from.isoformat()}, "
-                   f"known since {fact.known_since.isoformat()}, source {fact.source})"] if fact
+                   f"known since {fact.known_since.isoformat() if fact.known_since else None}, source {fact.source})"] if fact
           else [f"{args.subject}.{args.attribute}: nothing visible at this basis"])
 
 
 def cmd_policy(args: argparse.Namespace) -> None:
     facts = json.loads(args.facts)
     store = _open(args)
-    decision = store.resolve_policy(facts, at=_time(args.at, "at"), by=_principal(args),
+    decision = store.resolve_policy(facts, at=require_aware(args.at, "at"), by=_principal(args),
                                     known_at=_time(args.known_at, "known_at"))
     _emit(args, decision.to_dict(), lambda: [decision.explanation])
 

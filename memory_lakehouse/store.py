@@ -10,7 +10,7 @@ import os
 import shutil
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
 from . import policy as policy_rules
 from .audit import AuditEvent, audit_trail
@@ -20,7 +20,7 @@ from .lake import Lake
 from .query import Visibility
 from .replay import ReplayResult
 from .records import (
-    SPECS, Envelope, check_kinds, record_from_row, subject_key,
+    SPECS, Envelope, Episode, Fact, Policy, Preference, check_kinds, record_from_row, subject_key,
 )
 from .redact import Redactor
 from .retrieve import SIGNALS, Hit, Retriever, context_block
@@ -30,7 +30,7 @@ from .write import BatchResult, Writer, WriteResult
 
 
 def open(  # noqa: A001 - the public name of API.md
-    uri: str | os.PathLike = "data/store",
+    uri: str | os.PathLike[str] = "data/store",
     *,
     storage_options: Optional[dict[str, str]] = None,
     ledger_uri: Optional[str] = None,
@@ -101,7 +101,8 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _basis(self, as_of=None, known_at=None, valid_at=None) -> Basis:
+    def _basis(self, as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
+               valid_at: Optional[datetime] = None) -> Basis:
         self._sync_ledger()
         self.lake.refresh()  # "now" must not be earlier than a commit another process already made
         return resolve_basis(self.clock.peek(), as_of=as_of, known_at=known_at, valid_at=valid_at)
@@ -113,7 +114,7 @@ class MemoryStore:
             # of this process's partition would write erased vectors back to disk
             self.retriever.clear_caches()
 
-    def _generations(self, keys):
+    def _generations(self, keys: Iterable[str]) -> Mapping[str, int]:
         self._sync_ledger()
         return self.ledger.generations(keys)
 
@@ -176,7 +177,7 @@ class MemoryStore:
 
     def get_fact(self, subject: str, attribute: str, *, by: Principal, as_of: Optional[datetime] = None,
                  known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
-                 kind: str = "fact") -> Optional[Envelope]:
+                 kind: str = "fact") -> Optional[Fact | Preference]:
         """The value of one slot at the basis, or None. No vector search involved.
 
         >>> # store.get_fact("user:42", "plan", by=alice).value
@@ -184,10 +185,12 @@ class MemoryStore:
         basis = self._basis(as_of, known_at, valid_at)
         rows = self.vis.rows(kind, self._principal(by), basis, subject=subject,
                              filters={"attribute": str(attribute).strip().lower()})
-        return record_from_row(kind, rows.to_pylist()[0]) if rows.num_rows else None
+        if not rows.num_rows:
+            return None
+        return cast("Fact | Preference", record_from_row(kind, rows.to_pylist()[0]))  # slots with an attribute
 
     def recall(self, query: str, *, by: Principal, subject: Optional[str] = None,
-               kinds: Optional[Sequence[str]] = None, k: int = 8, filters: Optional[dict] = None,
+               kinds: Optional[Sequence[str]] = None, k: int = 8, filters: Optional[dict[str, Any]] = None,
                as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
                valid_at: Optional[datetime] = None, signals: Optional[Sequence[str]] = None) -> list[Hit]:
         """Fuzzy recall: the visibility filter first (inside the vector search), then hybrid ranking.
@@ -234,7 +237,7 @@ class MemoryStore:
 
     def episodes(self, *, service: str, env: str, by: Principal, version: Optional[str] = None, k: int = 5,
                  symptom: Optional[str] = None, as_of: Optional[datetime] = None,
-                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> list[Envelope]:
+                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> list[Episode]:
         """Filter hard, then rank: what was tried on this service/env/version, newest first.
 
         Superseded, expired and inconclusive episodes never come back; at most *k* (five).
@@ -243,13 +246,13 @@ class MemoryStore:
 
         basis = self._basis(as_of, known_at, valid_at)
         rows = self.vis.rows("episode", self._principal(by), basis, filters={"service": service, "env": env})
-        out = []
+        out: list[Episode] = []
         for row in rows.to_pylist():
             if row["outcome"] == "inconclusive":
                 continue
             if version is not None and not version_in_range(version, row["version_from"], row["version_to"]):
                 continue
-            out.append(record_from_row("episode", row))
+            out.append(cast(Episode, record_from_row("episode", row)))  # the episode table holds Episodes
         if symptom:
             from .lexical import lexical_scores
 
@@ -275,7 +278,7 @@ class MemoryStore:
         at = require_aware(at, "at")
         basis = self._basis(known_at=known_at, valid_at=at)
         rows = self.vis.rows("policy", self._principal(by), basis)
-        candidates = [record_from_row("policy", r) for r in rows.to_pylist()]
+        candidates = [cast(Policy, record_from_row("policy", r)) for r in rows.to_pylist()]  # policies only
         return policy_rules.resolve(candidates, facts, basis.valid_at, known_at=basis.known_at)
 
     # ------------------------------------------------------------------ replay
@@ -328,7 +331,7 @@ class MemoryStore:
         self._sync_ledger()
         return run_purge(self, by, grace=grace, dry_run=dry_run)
 
-    def _purge_index(self, erased_by_org: Mapping[str, set]) -> list[str]:
+    def _purge_index(self, erased_by_org: Mapping[str, set[str]]) -> list[str]:
         """Rebuild the index partitions that held erased records; drop every cache."""
         orgs = [org for org in self.retriever.index.orgs()
                 if org in erased_by_org or self._partition_holds_gone_rows(org)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import Callable, Literal, overload
 
 from .errors import ValidationError
 
@@ -24,6 +24,10 @@ def wall_clock() -> datetime:
     return datetime.now(timezone.utc)
 
 
+@overload
+def require_aware(value: object, field: str, *, optional: Literal[False] = False) -> datetime: ...
+@overload
+def require_aware(value: object, field: str, *, optional: bool) -> datetime | None: ...
 def require_aware(value: object, field: str, *, optional: bool = False) -> datetime | None:
     """Return *value* as a UTC datetime, or raise ValidationError naming *field*."""
     if value is None:
