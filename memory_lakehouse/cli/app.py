@@ -7,15 +7,16 @@ with ``--json``. Library errors become one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from . import errors
-from .records import from_dict, to_dict
-from .scope import ROLES, Principal, Scope
-from .time import require_aware
+from .. import errors
+from ..records import from_dict, to_dict
+from ..scope import ROLES, Principal, Scope
+from ..time import require_aware
 
 if TYPE_CHECKING:
     from .store import MemoryStore
@@ -43,7 +44,7 @@ def _emit(args: argparse.Namespace, payload: Any, lines: Callable[[], Sequence[s
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> MemoryStore:
     """The command's store; `main` closes it (saving index rows caught up on the way)."""
-    from .store import open as open_store
+    from ..store import open as open_store
 
     store = args.opened = open_store(args.store, ledger_uri=args.ledger, create=create)
     return store
@@ -156,7 +157,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from .bench import main as bench_main
+    from ..bench import main as bench_main
 
     bench_main(["--records", str(args.records), "--embedder", args.embedder]
                + (["--quick"] if args.quick else []) + (["--recall"] if args.recall else [])
@@ -165,8 +166,6 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> None:
     """Run an eval of the repository's `evals` package (the library itself never imports it)."""
-    import importlib
-
     try:
         suite = importlib.import_module(f"evals.{args.suite}")
     except ModuleNotFoundError as exc:
@@ -177,7 +176,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    from .demo import run_demo
+    from ..demo import run_demo
 
     run_demo(args.store)
 
@@ -236,7 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_eval)
     p = sub.add_parser("demo", help="a short story on a fresh store")
     p.add_argument("--store", default="data/store"); p.set_defaults(fn=cmd_demo)
+    for name in COMMAND_GROUPS:  # the other command groups, one module each
+        importlib.import_module(f"{__package__}.{name}").register(sub)
     return parser
+
+
+#: Modules of this package that add commands: each has ``register(sub)``, called with the subparsers.
+COMMAND_GROUPS: tuple[str, ...] = ()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

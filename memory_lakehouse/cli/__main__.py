@@ -1,0 +1,7 @@
+"""`python -m memory_lakehouse.cli ...` runs `memlake ...`."""
+
+import sys
+
+from .app import main
+
+sys.exit(main())
