@@ -19,7 +19,7 @@ from ..scope import ROLES, Principal, Scope
 from ..time import require_aware
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
 
 def _json_default(value: Any) -> Any:
