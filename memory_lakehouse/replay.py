@@ -103,6 +103,9 @@ def replay(vis: Visibility, decisions: Sequence[Decision], *, kinds: Sequence[st
                                  for d in decisions])
             rows = vis.visible(kind, bases, columns=[c for c in VISIBLE_COLUMNS
                                                      if c not in ("decision_id", "kind", "decided_at")])
+            if "decision_id" not in rows.column_names:  # one decision, answered from the remembered read
+                rows = rows.append_column("decision_id", pa.array([decisions[0].decision_id] * rows.num_rows,
+                                                                  pa.string()))
         rows = rows.append_column("kind", pa.array([kind] * rows.num_rows, pa.string()))
         rows = rows.select([c for c in VISIBLE_COLUMNS if c != "decided_at"]).join(decided, "decision_id")
         parts.append(rows.select(VISIBLE_COLUMNS))

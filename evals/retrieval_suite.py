@@ -1,0 +1,65 @@
+"""Retrieval in the suite: the labelled fixture of `evals.retrieval`, ours vs BM25 vs vectors vs naive.
+
+This wraps `evals.retrieval` (its fixture, its store loading and its scoring) and adds
+the naive memory on the same memories: cosine top-k inside the asker's tenant, no
+supersession and no scope precedence. Gated here: no distractor (a superseded version,
+or a memory outside the asker's scope) among the store's hits. The claim that the
+hybrid beats both single signals is `memlake eval retrieval`'s own gate (issue 12); it is
+reported here, not gated twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import memory_lakehouse as ml
+
+from . import retrieval
+from .core import Context, EvalResult, Gate, Metric, naive_item
+
+NAME = "retrieval"
+
+
+def run(ctx: Context) -> EvalResult:
+    fixture = retrieval.Fixture.load(retrieval.FIXTURE)
+    store = ctx.open_store(NAME, lambda: fixture.now)
+    ids = retrieval.load_store(store, fixture)
+    k = 10
+    modes = retrieval.evaluate(store, fixture, ids, k=k)
+    naive = ctx.naive()
+    naive.add([naive_item(retrieval.record(m), ids[m["label"]], ml.Scope.parse(m["scope"]), fixture.now, m["label"])
+               for m in fixture.memories])
+    memory = {m["label"]: m for m in fixture.memories}
+    ranks: list[int | None] = []
+    distractors = 0
+    for n, q in enumerate(fixture.queries):
+        who = fixture.principals[q["principal"]]
+        labels = [h.item.label for h in naive.search(q["text"], org=who.scope.org, k=k)]
+        distractors += sum(1 for x in labels if memory[x]["role"] == "superseded"
+                           or not retrieval.readable(who, memory[x]["scope"]))
+        ranks.append(labels.index(q["answer"]) + 1 if q["answer"] in labels else None)
+        ctx.tick(NAME, n + 1, len(fixture.queries))
+    naive_scores = retrieval.scores(ranks, k)
+    key = f"mrr@{k}"
+    ours_distractors = sum(sum(row["distractor_hits"].values()) for name, row in modes.items()
+                           if name != "oracle_switch")
+    claim = not [p for p in retrieval.verdict({"modes": modes, "k": k}) if "does not beat" in p]
+    metrics = [
+        Metric(f"{measure} — hybrid (ours) vs naive", modes["hybrid"][measure], naive_scores[measure], unit="score",
+               short=f"{measure} hybrid")
+        for measure in ("hit@1", "hit@5", key)
+    ]
+    metrics += [
+        Metric(f"{measure} — {mode} alone", modes[mode][measure], unit="score")
+        for mode in ("lexical", "vector") for measure in ("hit@1", key)
+    ]
+    metrics += [
+        Metric("distractor hits (superseded or out of scope) in the top k", float(ours_distractors), float(distractors),
+               (Gate("ours", "==", 0),), unit="count"),
+        Metric("hybrid beats both single signals on hit@1, hit@5 and MRR (issue 12's gate)", 1.0 if claim else 0.0,
+               unit="score", note="gated by `memlake eval retrieval`, not here"),
+    ]
+    details: dict[str, Any] = {"memories": len(fixture.memories), "queries": len(fixture.queries), "k": k,
+                               "naive": naive_scores, "embedder": ctx.embedder.name}
+    return EvalResult(NAME, f"retrieval fixture ({len(fixture.memories)} memories, {len(fixture.queries)} queries)",
+                      metrics, details)

@@ -1,0 +1,20 @@
+"""store.replay: the same past decision replayed again sees the same rows."""
+
+from __future__ import annotations
+
+import memory_lakehouse as ml
+from _support import CURATOR, MEMBER, day, fact
+
+
+def test_replaying_one_decision_again_sees_the_same_rows(tmp_path, clock):
+    """A single decision is one remembered read: the second replay is answered from it."""
+    store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder())
+    written = store.write(fact("customer:2", "plan", "Pro", day(0)), by=CURATOR)
+    clock.advance(days=1)
+    decision = [("d-1", MEMBER, "which plan", "customer:2", day(1))]
+    first = store.replay(decision, kinds=["fact"])
+    again = store.replay(decision, kinds=["fact"])
+    assert first.visible.column("record_id").to_pylist() == [written.record_id]
+    assert again.visible.to_pylist() == first.visible.to_pylist()
+    assert store.replay([("d-2", MEMBER, "which plan", "customer:2", day(1))], kinds=["fact"]) \
+        .visible.column("decision_id").to_pylist() == ["d-2"]
