@@ -115,7 +115,7 @@ def run(ctx: Context) -> EvalResult:
             ours_e = [(e.service, e.action, e.outcome) for e in eps]
             hits = store.recall(f"{service} 5xx spike: what worked", by=reader, kinds=["episode"],
                                 filters={"service": service}, k=10)
-            ours_e += [(h.record.service, h.record.action, h.record.outcome) for h in hits]  # type: ignore[attr-defined]
+            ours_e += [(h.record.service, h.record.action, h.record.outcome) for h in hits]
             theirs_e = [(str(h.item.payload["service"]), str(h.item.payload["action"]), str(h.item.payload["outcome"]))
                         for h in naive.search(f"{service} 5xx spike: what worked", org="acme", kinds=["episode"],
                                               where={"service": service}, k=10)]

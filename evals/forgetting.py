@@ -203,7 +203,7 @@ def run(ctx: Context) -> EvalResult:
     for subject, can in forgotten.items():
         record = ml.Fact(subject, "delivery_note", f"{can} late summary from a stale worker", day(39),
                          source="summary-worker@v1", evidence=f"crm:{subject}/late")
-        _attempt(lambda r=record, s=subject: store.write(r, by=WORKER, generation=generations[s]))
+        _attempt(lambda r=record, s=subject: store.write(r, by=WORKER, generation=generations[s]))  # type: ignore[misc]  # defaults bind the loop variables
         hit = served_by_store(store, {subject: can}, []) > 0
         attempts["stale worker"] += hit
         naive.add([naive_item(record, f"late-{subject}", WORKER.scope, day(42))])
@@ -211,7 +211,7 @@ def run(ctx: Context) -> EvalResult:
     ctx.tick(NAME, 4, 6)
     clock.set(day(43))
     for subject, can in forgotten.items():
-        _attempt(lambda s=subject: ingest(backfill[s], store, None, clock))
+        _attempt(lambda s=subject: ingest(backfill[s], store, None, clock))  # type: ignore[misc]  # defaults bind the loop variable
         back = served_by_store(store, {subject: can}, []) > 0 or byte_scan([root], [can]) > 0
         attempts["re-run backfill"] += back
         naive.add([naive_item(e.record, f"re-{e.label}", e.scope or e.by.scope, day(43)) for e in backfill[subject]])

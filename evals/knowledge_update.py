@@ -99,9 +99,9 @@ def current(versions: list[Version], at: datetime) -> dict[tuple[str, str], Vers
     for v in sorted(versions, key=lambda v: v.valid_from):
         if v.valid_from <= at:
             out[(v.subject, v.attribute)] = v
-    for slot, v in list(out.items()):
-        if v is not None and ((v.kind == "preference" and v.valid_from + TTL <= at)
-                              or (v.valid_to is not None and v.valid_to <= at)):
+    for slot, head in list(out.items()):
+        if head is not None and ((head.kind == "preference" and head.valid_from + TTL <= at)
+                                 or (head.valid_to is not None and head.valid_to <= at)):
             out[slot] = None
     return out
 

@@ -37,8 +37,8 @@ READERS = (ml.Principal("ana", ml.Scope("shop", "support", "emea", "ana"), role=
 ESCALATE = "ESCALATE"
 
 
-def t(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def t(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
