@@ -22,11 +22,25 @@ class LakehouseError(Exception):
 
 
 class ValidationError(LakehouseError, ValueError):
-    """A record or argument is malformed; the message names the field."""
+    """A record or argument is malformed; the message names the field.
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
+    In a batch, ``index`` is the position of the bad record and the message starts
+    with it (``records[2999]: valid_from is required``); ``detail`` is the message
+    without that prefix, for callers that name the record their own way (the CLI
+    says which input line).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, index: int | None = None) -> None:
+        super().__init__(message if index is None else f"records[{index}]: {message}")
         self.field = field
+        self.index = index
+        self.detail = message
+
+    def at(self, index: int, *, prefix: bool = True) -> "ValidationError":
+        """The same error located at record *index* of a batch (named in the message if *prefix*)."""
+        located = ValidationError(self.detail, field=self.field, index=index if prefix else None)
+        located.index = index
+        return located
 
 
 class PermissionDenied(LakehouseError, PermissionError):

@@ -34,6 +34,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from .errors import ValidationError
+from .lake import storage_errors
 from .query import Forgotten, Visibility
 from .records import TS
 from .scope import Scope
@@ -95,10 +96,12 @@ class Ledger:
         self.storage_options = storage_options or None
         self._lock = threading.RLock()
         try:
-            self._dt = DeltaTable(uri, storage_options=self.storage_options)
+            with storage_errors(f"open the deletion ledger at {uri}"):
+                self._dt = DeltaTable(uri, storage_options=self.storage_options)
         except TableNotFoundError:
-            self._dt = DeltaTable.create(uri, schema=LEDGER_SCHEMA, mode="ignore",
-                                         configuration=LEDGER_CONFIG, storage_options=self.storage_options)
+            with storage_errors(f"create the deletion ledger at {uri}"):
+                self._dt = DeltaTable.create(uri, schema=LEDGER_SCHEMA, mode="ignore",
+                                             configuration=LEDGER_CONFIG, storage_options=self.storage_options)
         self._version = -1
         self._entries: list[dict[str, Any]] = []
         self.refresh()
@@ -155,9 +158,10 @@ class Ledger:
         row = {"entry_id": entry_id, "op": op, "subject_key": subject_key, "generation": generation,
                "record_ids": list(record_ids), "at": at, "by": by, "reason": reason, "scope": scope,
                "txn_ids": sorted(set(txn_ids))}
-        write_deltalake(self.uri, pa.Table.from_pylist([row], schema=LEDGER_SCHEMA), mode="append",
-                        commit_properties=CommitProperties(custom_metadata=dict(metadata)),
-                        storage_options=self.storage_options)
+        with storage_errors(f"write to the deletion ledger at {self.uri}"):
+            write_deltalake(self.uri, pa.Table.from_pylist([row], schema=LEDGER_SCHEMA), mode="append",
+                            commit_properties=CommitProperties(custom_metadata=dict(metadata)),
+                            storage_options=self.storage_options)
         self.refresh()
         return entry_id
 

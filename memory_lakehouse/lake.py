@@ -54,9 +54,9 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from .errors import StoreError
+from .errors import LakehouseError, StoreError
 from .records import SPECS, STATS_COLUMNS, TS, subject_key
 from .time import StoreClock
 
@@ -236,6 +236,54 @@ class ObjectStore:
         return other == self.root or other.startswith(self.root + "/")
 
 
+def _os_reason(exc: BaseException) -> str:
+    """What went wrong, in a few words: an OS error's own text, else the first line of the message."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    text = str(exc)
+    if "permission denied" in text.lower():
+        return "permission denied"
+    return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
+
+
+@contextmanager
+def storage_errors(action: str) -> Iterator[None]:
+    """Raise the storage layer's own errors (delta-rs, the OS) as `StoreError` naming the store.
+
+    A read-only store, a full disk or a vanished mount is a fact about the store, not a
+    bug: the caller gets one typed error with the path and the reason.
+    """
+    try:
+        yield
+    except (LakehouseError, TableNotFoundError, CommitFailedError):
+        raise  # ours, or handled by the caller (create, retry)
+    except (DeltaError, OSError) as exc:
+        raise StoreError(f"cannot {action}: {_os_reason(exc)}") from exc
+
+
+def check_local_root(root: str, *, create: bool) -> None:
+    """A local store's directory must be a readable directory; only *create* makes a missing one.
+
+    Opening a store to read must not leave an empty directory behind, and a file or an
+    unreadable directory must be named as such, not reported as "no store".
+    """
+    path = Path(root)
+    try:
+        if path.exists() and not path.is_dir():
+            raise StoreError(f"{root} is a file, not a memory store directory")
+        if not path.exists():
+            if not create:
+                raise StoreError(f"no memory store at {root}: the directory does not exist "
+                                 f"(memlake init --store {root} creates one)")
+            path.mkdir(parents=True, exist_ok=True)
+        os.listdir(root)
+    except OSError as exc:
+        if isinstance(exc, StoreError):
+            raise
+        verb = "read" if path.is_dir() else "create"
+        raise StoreError(f"cannot {verb} the store at {root}: {_os_reason(exc)}") from exc
+
+
 class Lake:
     """The store's Delta tables under one root (a local path or an object-store URI)."""
 
@@ -268,21 +316,32 @@ class Lake:
 
     def _open_tables(self, create: bool) -> None:
         if self.is_local:
-            Path(self.root).mkdir(parents=True, exist_ok=True)
+            check_local_root(self.root, create=create)
         for kind, spec in SPECS.items():
             try:
-                self._handles[kind] = DeltaTable(self.uri(kind), storage_options=self.storage_options or None)
+                with storage_errors(f"open the store at {self.root}"):
+                    self._handles[kind] = DeltaTable(self.uri(kind), storage_options=self.storage_options or None)
             except TableNotFoundError:
+                if self.is_local and (Path(self.uri(kind)) / "_delta_log").is_dir():
+                    raise StoreError(f"cannot read the store at {self.root}: table {kind} has a log "
+                                     "that cannot be read") from None
                 if not create:
-                    raise StoreError(f"no memory store at {self.root} (table {kind} missing); run `memlake init`")
-                self._handles[kind] = DeltaTable.create(
-                    self.uri(kind), schema=spec.schema, partition_by=["org"], mode="ignore",
-                    configuration=TABLE_CONFIG, storage_options=self.storage_options or None,
-                )
+                    raise StoreError(f"no memory store at {self.root} (table {kind} missing): "
+                                     f"memlake init --store {self.root} creates one") from None
+                with storage_errors(f"create the store at {self.root}"):
+                    self._handles[kind] = DeltaTable.create(
+                        self.uri(kind), schema=spec.schema, partition_by=["org"], mode="ignore",
+                        configuration=TABLE_CONFIG, storage_options=self.storage_options or None,
+                    )
 
     # ------------------------------------------------------------------ writes
 
     def append(self, tables: Mapping[str, pa.Table], metadata: Mapping[str, str]) -> dict[str, int]:
+        """`_append`, with the storage layer's errors (permission denied, disk full) as `StoreError`."""
+        with storage_errors(f"write to the store at {self.root}"):
+            return self._append(tables, metadata)
+
+    def _append(self, tables: Mapping[str, pa.Table], metadata: Mapping[str, str]) -> dict[str, int]:
         """Blind-append each table's rows in one commit per table; return the new versions.
 
         The append goes through this process's warm table handle (loading a table by

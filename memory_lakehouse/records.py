@@ -25,6 +25,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
@@ -533,6 +534,23 @@ def record_from_row(kind: str, row: Mapping[str, Any]) -> Envelope:
 
 
 
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str, field_name: str) -> timedelta:
+    """``"30d"``, ``"12h"``, ``"15m"``, ``"45s"``, ``"2w"`` as a timedelta (JSON has no duration type).
+
+    >>> parse_duration("30d", "ttl").days
+    30
+    """
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValidationError(f"{field_name} {text!r} is not a duration: write a number and a unit, "
+                              "like 30d, 12h, 15m or 45s (or ttl_seconds: a number)", field=field_name)
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+
+
 def from_dict(obj: Mapping[str, Any]) -> Envelope:
     """Build a record from a JSON-style mapping with a ``kind`` key (the CLI's input format).
 
@@ -553,7 +571,12 @@ def from_dict(obj: Mapping[str, Any]) -> Envelope:
         if isinstance(data.get(name), list):
             data[name] = tuple(data[name])
     if "ttl_seconds" in data:
-        data["ttl"] = timedelta(seconds=float(data.pop("ttl_seconds")))
+        seconds = data.pop("ttl_seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise ValidationError(f"ttl_seconds must be a number of seconds, got {seconds!r}", field="ttl_seconds")
+        data["ttl"] = timedelta(seconds=seconds)
+    elif data.get("ttl") is not None:
+        data["ttl"] = parse_duration(data["ttl"] if isinstance(data["ttl"], str) else repr(data["ttl"]), "ttl")
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:

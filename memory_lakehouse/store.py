@@ -17,6 +17,7 @@ from .audit import AuditEvent, audit_trail
 from .errors import StoreError, ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
 from .lake import Lake
+from .limits import DEFAULT_MAX_TEXT_BYTES
 from .query import Visibility
 from .replay import ReplayResult
 from .records import (
@@ -39,6 +40,7 @@ def open(  # noqa: A001 - the public name of API.md
     redactor: Optional[Redactor] = None,
     create: bool = True,
     purge_on_open: Optional[Principal] = None,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
 ) -> "MemoryStore":
     """Create or open a memory store at a local path or an object-store URI.
 
@@ -48,13 +50,18 @@ def open(  # noqa: A001 - the public name of API.md
     also erased before `open` returns (a purge of forgotten rows only; expired memory
     waits for an explicit `purge`). Without it, the next `purge` erases them.
 
+    ``max_text_bytes`` is the most UTF-8 bytes any one text field of a record may hold
+    (a structured value counts as its JSON); a bigger one is refused with a
+    ``ValidationError`` naming the field and its size, and nothing is written.
+
     >>> import tempfile, memory_lakehouse as ml
     >>> store = ml.open(tempfile.mkdtemp())
     >>> store.root.endswith("")
     True
     """
     return MemoryStore(str(uri), storage_options=storage_options, ledger_uri=ledger_uri, clock=clock,
-                       embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open)
+                       embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open,
+                       max_text_bytes=max_text_bytes)
 
 
 class MemoryStore:
@@ -63,14 +70,15 @@ class MemoryStore:
     def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None,
                  ledger_uri: Optional[str] = None, clock: Optional[Clock] = None, embedder: Any = None,
                  redactor: Optional[Redactor] = None, create: bool = True,
-                 purge_on_open: Optional[Principal] = None) -> None:
+                 purge_on_open: Optional[Principal] = None, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
         self.clock = StoreClock(clock)
         self.lake = Lake(uri, storage_options=storage_options, clock=self.clock, create=create)
         self.root = self.lake.root
         self.ledger = Ledger(ledger_uri or f"{self.root}/_ledger", storage_options=storage_options)
         self.vis = Visibility(self.lake)
         self.vis.set_forgotten(self.ledger.forgotten())
-        self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations)
+        self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations,
+                             max_text_bytes=max_text_bytes)
         self.retriever = Retriever(self.vis, embedder)
         self._closed = False
         if purge_on_open is not None:  # replay the ledger's forgets physically before serving

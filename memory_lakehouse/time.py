@@ -35,10 +35,14 @@ def require_aware(value: object, field: str, *, optional: bool = False) -> datet
             return None
         raise ValidationError(f"{field} is required", field=field)
     if isinstance(value, str):
+        text = value
         try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            value = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError as exc:
-            raise ValidationError(f"{field}: {value!r} is not an ISO-8601 datetime", field=field) from exc
+            raise ValidationError(f"{field}: {text!r} is not an ISO-8601 datetime", field=field) from exc
+        if value.tzinfo is None:  # text in, text out: no Python hint for a JSON or CLI user
+            raise ValidationError(f"{field}: {text!r} has no time zone: add Z for UTC "
+                                  "(2026-10-04T14:32:00Z) or an offset such as +02:00", field=field)
     if not isinstance(value, datetime):
         raise ValidationError(f"{field} must be a datetime, got {type(value).__name__}", field=field)
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:

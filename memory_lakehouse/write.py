@@ -28,6 +28,7 @@ from . import policy as policy_rules
 from .errors import PermissionDenied, StaleGeneration, ValidationError
 from .forget import scrub_subjects
 from .lake import Lake, commit_metadata, new_txn_id
+from .limits import DEFAULT_MAX_TEXT_BYTES, check_limit, check_record_text, check_text
 from .query import Visibility
 from .records import (
     AUTHORITIES, FAILED_EPISODE_TTL, OUTCOMES, SPECS, Envelope, Episode, Fact, Note, Policy, Preference,
@@ -121,10 +122,12 @@ class Writer:
     """Turns records into rows and commits them; knows nothing about reading for users."""
 
     def __init__(self, lake: Lake, visibility: Visibility, *, redactor: Optional[Redactor] = None,
-                 generations: Optional[Callable[[Iterable[str]], Mapping[str, int]]] = None) -> None:
+                 generations: Optional[Callable[[Iterable[str]], Mapping[str, int]]] = None,
+                 max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
         self.lake = lake
         self.vis = visibility
         self.redactor = redactor or Redactor()
+        self.max_text_bytes = check_limit(max_text_bytes)
         self.generations = generations or (lambda keys: {})
         self.checks: dict[str, list[KindCheck]] = {}
         self._hashes: dict[str, str] = {}  # record_id -> content hash, for the batch being committed
@@ -171,7 +174,20 @@ class Writer:
             changes["approved_by"] = principal.id  # a direct write by a curator is its approval
         if changes["expires_at"] is None:
             changes["expires_at"] = self._default_expiry(record, changes)
-        return _evolve(record, changes)
+        own = _evolve(record, changes)
+        check_record_text(own, self.max_text_bytes)
+        return own
+
+    def _validate_all(self, records: Sequence[Envelope], principal: Principal, scope: Optional[Scope],
+                      status: Status, now: datetime) -> list[Envelope]:
+        """`_validate` each record; a bad one in a batch is named by its index (`ValidationError.index`)."""
+        out: list[Envelope] = []
+        try:
+            for r in records:
+                out.append(self._validate(r, principal, scope, status, now))
+        except ValidationError as exc:
+            raise exc.at(len(out), prefix=len(records) > 1) from None
+        return out
 
     def _validate_kind(self, r: Envelope, now: datetime) -> dict[str, Any]:
         if isinstance(r, (Fact, Preference)):
@@ -184,8 +200,9 @@ class Writer:
                 raise ValidationError("value is required", field="value")
             if out["valid_to"] is not None and out["valid_to"] <= out["valid_from"]:
                 raise ValidationError("valid_to must be after valid_from", field="valid_to")
-            if isinstance(r, Preference) and r.ttl is not None and r.ttl <= timedelta(0):
-                raise ValidationError("ttl must be positive", field="ttl")
+            if isinstance(r, Preference) and r.ttl is not None and (
+                    not isinstance(r.ttl, timedelta) or r.ttl <= timedelta(0)):
+                raise ValidationError("ttl must be a positive timedelta", field="ttl")
             return out
         if isinstance(r, Episode):
             outcome = _text(r.outcome, "outcome")
@@ -436,9 +453,11 @@ class Writer:
             records = [records]
         if not records:
             return BatchResult((), None)
+        if isinstance(reason, str):
+            check_text("reason", reason, self.max_text_bytes)
         now = self.lake.clock.peek()
         self._allowed: set[tuple[Scope, str]] = set()
-        validated = [self._validate(r, principal, scope, status, now) for r in records]
+        validated = self._validate_all(records, principal, scope, status, now)
         prepared = list(zip(validated, self._redact(validated)))
         for kind in {r.kind for r in validated}:
             for check in self.checks.get(kind, ()):

@@ -56,8 +56,9 @@ def test_a_sibling_scope_sees_nothing_from_the_cli_either(store, capsys):
 
 
 def test_library_errors_are_one_line_and_exit_2(store, capsys):
-    code, out, err = run(capsys, "fact", "user:42", "plan", "--store", store, *AS_ALICE, "--as-of", "2026-09-05")
-    assert code == 2 and err.count("\n") == 1 and "ValidationError" in err and "naive" in err
+    code, out, err = run(capsys, "fact", "user:42", "plan", "--store", store, *AS_ALICE,
+                         "--as-of", "2026-09-05T10:00")
+    assert code == 2 and err.count("\n") == 1 and "ValidationError" in err and "no time zone" in err
     code, _, err = run(capsys, "audit", "--subject", "user:42", "--store", store, *AS_ALICE)
     assert code == 2 and "PermissionDenied" in err
 

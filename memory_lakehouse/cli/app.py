@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from datetime import datetime, timezone
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from .. import errors
 from ..records import from_dict, to_dict
@@ -54,8 +55,82 @@ def _principal(args: argparse.Namespace) -> Principal:
     return Principal(args.principal, Scope.parse(args.scope), role=args.role)
 
 
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 def _time(value: Optional[str], name: str) -> Optional[datetime]:
-    return require_aware(value, name, optional=True) if value else None
+    """A time option: an ISO datetime with a zone, or a date alone (midnight UTC)."""
+    if not value:
+        return None
+    flag = "--" + name.replace("_", "-")
+    text = value.strip()
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise errors.ValidationError(f"{flag} {value!r} is not a date or time: write 2026-12-01 (midnight UTC) "
+                                     "or 2026-12-01T09:30:00Z", field=name) from None
+    if _DATE.fullmatch(text):
+        return parsed.replace(tzinfo=timezone.utc)
+    if parsed.tzinfo is None:
+        raise errors.ValidationError(f"{flag} {value} has no time zone: write {value}Z for UTC, or add an "
+                                     "offset such as +02:00", field=name)
+    return require_aware(parsed, name)
+
+
+def _input_name(path: str) -> str:
+    return "stdin" if path == "-" else path
+
+
+def _input_lines(path: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each non-blank line of a file (``-``: stdin), read as UTF-8."""
+    if path == "-":
+        yield from _decoded(getattr(sys.stdin, "buffer", sys.stdin), "stdin")
+        return
+    try:
+        stream: IO[bytes] = open(path, "rb")
+    except OSError as exc:
+        raise errors.ValidationError(f"--file {path}: {(exc.strerror or str(exc)).lower()}", field="file") from None
+    with stream:
+        yield from _decoded(stream, path)
+
+
+def _decoded(stream: Iterable[bytes | str], where: str) -> Iterator[tuple[int, str]]:
+    for n, raw in enumerate(stream, 1):
+        if isinstance(raw, bytes):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise errors.ValidationError(f"{where} line {n}: not UTF-8 text (byte 0x{raw[exc.start]:02x} "
+                                             f"at column {exc.start + 1})", field="record") from None
+        else:
+            line = raw
+        if n == 1:
+            line = line.removeprefix("\ufeff")  # a byte-order mark is not part of the first record
+        if line.strip():
+            yield n, line
+
+
+def _json_line(line: str, n: int, where: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise errors.ValidationError(f"{where} line {n}: not JSON ({exc.msg} at column {exc.colno})",
+                                     field="record") from None
+
+
+def error_line(exc: BaseException) -> Optional[str]:
+    """The one line the CLI prints for an error it expects, or None for a bug (a traceback).
+
+    The library raises its own typed errors (`errors`); the rest are the command line's
+    own input: a file that cannot be read.
+    """
+    if isinstance(exc, errors.LakehouseError):
+        text = f"{type(exc).__name__}: {exc}"
+    elif isinstance(exc, OSError):
+        text = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    else:
+        return None
+    return "memlake: " + " ".join(text.split("\n"))
 
 
 # ---------------------------------------------------------------- commands
@@ -67,16 +142,23 @@ def cmd_init(args: argparse.Namespace) -> None:
 
 
 def cmd_write(args: argparse.Namespace) -> None:
-    stream = open(args.file, encoding="utf-8") if args.file and args.file != "-" else sys.stdin
-    records = []
-    for n, line in enumerate(stream, 1):
-        if line.strip():
-            try:
-                records.append(from_dict(json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise errors.ValidationError(f"line {n}: not JSON ({exc.msg})", field="record") from exc
+    where = _input_name(args.file)
+    records, lines = [], []
+    for n, line in _input_lines(args.file):
+        try:
+            records.append(from_dict(_json_line(line, n, where)))
+        except errors.ValidationError as exc:
+            if exc.detail.startswith(f"{where} line "):
+                raise
+            raise errors.ValidationError(f"{where} line {n}: {exc.detail}", field=exc.field) from None
+        lines.append(n)
     store = _open(args)
-    result = store.write_many(records, by=_principal(args), reason=args.reason)
+    try:
+        result = store.write_many(records, by=_principal(args), reason=args.reason)
+    except errors.ValidationError as exc:  # the batch's bad record, named by its input line
+        if exc.index is None:
+            raise
+        raise errors.ValidationError(f"{where} line {lines[exc.index]}: {exc.detail}", field=exc.field) from None
     counts = {a: result.count(a) for a in ("inserted", "superseded", "duplicate")}
     _emit(args, {"txn_id": result.txn_id, "counts": counts,
                  "results": [{"record_id": r.record_id, "action": r.action, "kind": r.kind,
@@ -109,9 +191,18 @@ def cmd_fact(args: argparse.Namespace) -> None:
 
 
 def cmd_policy(args: argparse.Namespace) -> None:
-    facts = json.loads(args.facts)
+    try:
+        facts = json.loads(args.facts)
+    except json.JSONDecodeError:
+        facts = None
+    if not isinstance(facts, dict):
+        raise errors.ValidationError(f"--facts {args.facts!r} is not a JSON object: write it as "
+                                     "'{\"market\": \"US\"}'", field="facts")
     store = _open(args)
-    decision = store.resolve_policy(facts, at=require_aware(args.at, "at"), by=_principal(args),
+    at = _time(args.at, "at")
+    if at is None:  # --at is required: argparse has said so already
+        raise errors.ValidationError("--at is required", field="at")
+    decision = store.resolve_policy(facts, at=at, by=_principal(args),
                                     known_at=_time(args.known_at, "known_at"))
     _emit(args, decision.to_dict(), lambda: [decision.explanation])
 
@@ -143,12 +234,18 @@ def cmd_replay(args: argparse.Namespace) -> None:
     store = _open(args)
     principal = _principal(args)
     decisions = []
-    with open(args.file, encoding="utf-8") if args.file != "-" else sys.stdin as stream:
-        for line in stream:
-            if line.strip():
-                row = json.loads(line)
-                decisions.append((row["decision_id"], principal, row.get("query", ""), row.get("subject"),
-                                  require_aware(row["decided_at"], "decided_at")))
+    where = _input_name(args.file)
+    for n, line in _input_lines(args.file):
+        row = _json_line(line, n, where)
+        missing = [k for k in ("decision_id", "decided_at") if not isinstance(row, dict) or k not in row]
+        if missing:
+            raise errors.ValidationError(f"{where} line {n}: a decision needs {' and '.join(missing)}",
+                                         field=missing[0])
+        try:
+            decided_at = require_aware(row["decided_at"], "decided_at")
+        except errors.ValidationError as exc:
+            raise errors.ValidationError(f"{where} line {n}: {exc.detail}", field=exc.field) from None
+        decisions.append((row["decision_id"], principal, row.get("query", ""), row.get("subject"), decided_at))
     rep = store.replay(decisions, naive=args.naive)
     _emit(args, {"decisions": rep.decisions, "leakage_rate": rep.leakage_rate,
                  "freshness_lag_seconds": rep.freshness_lag_seconds, "visible_rows": rep.visible.num_rows},
@@ -192,9 +289,9 @@ def _common(p: argparse.ArgumentParser, *, principal: bool = True, basis: bool =
         p.add_argument("--scope", default="default", help="principal scope, org/division/team/actor")
         p.add_argument("--role", default="member", choices=ROLES)
     if basis:
-        p.add_argument("--as-of", help="ISO datetime: sets both clocks (replay)")
-        p.add_argument("--known-at", help="ISO datetime: system time (what the store had recorded)")
-        p.add_argument("--valid-at", help="ISO datetime: world time (what was true)")
+        p.add_argument("--as-of", help="ISO datetime with a zone, or a date (midnight UTC): sets both clocks")
+        p.add_argument("--known-at", help="ISO datetime or date: system time (what the store had recorded)")
+        p.add_argument("--valid-at", help="ISO datetime or date: world time (what was true)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -248,16 +345,17 @@ COMMAND_GROUPS: tuple[str, ...] = ()
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.fn(args)
-    except errors.LakehouseError as exc:
-        print(f"memlake: {type(exc).__name__}: {exc}", file=sys.stderr)
+        try:
+            args.fn(args)
+        finally:
+            if getattr(args, "opened", None) is not None:
+                args.opened.close()
+    except Exception as exc:
+        line = error_line(exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
         return 2
-    except (json.JSONDecodeError, FileNotFoundError) as exc:
-        print(f"memlake: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if getattr(args, "opened", None) is not None:
-            args.opened.close()
     return 0
 
 
