@@ -45,7 +45,7 @@ lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m mypy
-	$(PY) -m mypy --disable-error-code union-attr --disable-error-code attr-defined tests scripts
+	$(PY) -m mypy --no-warn-unused-ignores --disable-error-code union-attr --disable-error-code attr-defined tests scripts
 
 test: $(VENV)/.dev-installed
 	$(PY) -m pytest -q

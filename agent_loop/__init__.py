@@ -5,7 +5,8 @@ library imports it. ``run_turn`` is one agent turn; ``SmolLM2`` the local model
 adapter; ``python -m agent_loop.demo`` the story.
 """
 
+from .extractor import ModelExtractor
 from .model import ChatModel, ModelUnavailable, SmolLM2, smollm2_path
 from .turn import Proposal, TurnResult, run_turn
 
-__all__ = ["ChatModel", "ModelUnavailable", "Proposal", "SmolLM2", "TurnResult", "run_turn", "smollm2_path"]
+__all__ = ["ChatModel", "ModelExtractor", "ModelUnavailable", "Proposal", "SmolLM2", "TurnResult", "run_turn", "smollm2_path"]

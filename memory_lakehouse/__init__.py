@@ -9,6 +9,10 @@ from here.
 """
 
 from .audit import AuditEvent
+from .capture import (
+    CaptureJob, CaptureResult, ExtractionTask, ExtractionWorker, Extractor, LoadReport, Question, RuleExtractor, Seen,
+)
+from .conversation import Memory, Summary, Turn
 from .authz import Authorization, authorize
 from .embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
 from .errors import (
@@ -28,9 +32,10 @@ from .write import BatchResult, WriteResult
 __version__ = "0.1.0"
 
 __all__ = [
-    "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "ConflictError",
+    "AuditEvent", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "CaptureJob",
+    "CaptureResult", "ConflictError", "ExtractionTask", "ExtractionWorker", "Extractor", "RuleExtractor", "Seen",
     "Decision", "Embedder", "Envelope", "Episode", "Escalation", "Fact", "ForgetReport", "HashingEmbedder", "Hit",
-    "LakehouseError", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy", "Preference",
-    "Principal", "PurgeReport", "Redactor", "Reference", "ReplayResult", "Scope", "StaleGeneration", "StoreError",
-    "ValidationError", "WriteResult", "__version__", "authorize", "open",
+    "LakehouseError", "LoadReport", "Memory", "MemoryStore", "MiniLMEmbedder", "Note", "PermissionDenied", "Policy",
+    "Preference", "Principal", "PurgeReport", "Question", "Redactor", "Reference", "ReplayResult", "Scope",
+    "StaleGeneration", "StoreError", "Summary", "Turn", "ValidationError", "WriteResult", "__version__", "authorize", "open",
 ]

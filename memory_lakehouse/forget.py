@@ -315,8 +315,13 @@ def purge_targets(vis: Visibility, *, now: datetime, grace: timedelta, expired: 
         vis.lake.refresh()
         for kind in SPECS:
             table = vis._register(kind)
-            expiring = "status <> 'retracted' AND expires_at IS NOT NULL AND expires_at <= $cutoff"
-            if not expired or kind not in ("note", "preference", "episode"):
+            expiry = "expires_at"
+            if vis._refreshed(kind):  # a restated preference lives on: its sightings pushed its expiry out
+                from .query import refreshed_expiry_sql
+
+                expiry = refreshed_expiry_sql(vis._register("sighting"), "$cutoff", "$cutoff", alias=table)
+            expiring = f"status <> 'retracted' AND expires_at IS NOT NULL AND {expiry} <= $cutoff"
+            if not expired or kind not in ("note", "preference", "episode", "turn", "summary", "sighting"):
                 expiring = "FALSE"
             out[kind] = vis.execute(
                 f"SELECT _row, record_id, org, hidden, ({expiring}) AS expired FROM {table} "

@@ -93,7 +93,22 @@ def forgotten_sql(alias: str = "") -> str:
       AND NOT list_has_any(coalesce({a}derived_from, []), (SELECT coalesce(list(record_id), []) FROM forgotten_records))"""
 
 
-def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *, heads_only: bool) -> str:
+def refreshed_expiry_sql(sightings: str, known_at: str, valid_at: str, alias: str = "r") -> str:
+    """A row's expiry pushed out by its sightings known and begun at the basis (a restated preference).
+
+    A duplicate statement writes a `conversation.Sighting` whose ``expires_at`` is the
+    time it was seen plus the preference's TTL; the row in force then expires at the
+    latest of its own expiry and those (no new version of the row: see `capture.pipeline`).
+    """
+    a = alias
+    return f"""(CASE WHEN {a}.expires_at IS NULL THEN NULL ELSE greatest({a}.expires_at, coalesce((
+        SELECT max(s.expires_at) FROM {sightings} s
+        WHERE s.derived_from[1] = {a}.record_id AND s.status = 'active' AND NOT s.hidden
+          AND s.known_since <= {known_at} AND s.valid_from <= {valid_at}), {a}.expires_at)) END)"""
+
+
+def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *, heads_only: bool,
+                   expiry: str = "r.expires_at") -> str:
     """The rules of `Visibility.visible` as SQL; ``b(col)`` names a basis value.
 
     One builder for every read: a single read passes its basis as parameters, a replay
@@ -115,7 +130,7 @@ def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *
             if heads_only else "")
     return f"""
 WITH candidates AS (
-    SELECT r._row, r.lineage_id, r.valid_from, r.valid_to, r.expires_at, r.known_since, r.commit_version,
+    SELECT r._row, r.lineage_id, r.valid_from, r.valid_to, {expiry} AS expires_at, r.known_since, r.commit_version,
            {scope_depth_sql("r")} AS scope_depth, {b('decision_id')} AS decision_id,
            {b('valid_at')} AS basis_valid_at
     FROM {source}
@@ -332,7 +347,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             return (isinstance(value, str) and col in schema.names and col not in ("org", "division", "team", "actor")
                     and schema.field(col).type == pa.string())
 
-        if kind not in SUBJECT_SLOTS or not all(plain_text(c, v) for c, v in filters.items()):
+        if kind not in SUBJECT_SLOTS or not all(plain_text(c, v) for c, v in filters.items()) \
+                or self._refreshed(kind):
             return None
         wanted = ("_row", "subject_key", *sorted(filters))
         whole = bases_table([("read", principal, basis, None)])
@@ -399,7 +415,9 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         filterable = set(SPECS[kind].schema.names)
         with self._lock:
             self.lake.refresh()
-            key = self._cache_key(kind, bases, filters, include_proposals, heads_only, columns)
+            refreshed = self._refreshed(kind)
+            # a sighting moves a row's expiry: an instant the result cache does not track
+            key = None if refreshed else self._cache_key(kind, bases, filters, include_proposals, heads_only, columns)
             cached = self._cached(kind, key, bases) if key is not None else None
             if cached is not None:  # before the mirror takes in new rows: they are another org's
                 return cached
@@ -421,6 +439,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 params[f"f{i}"] = _filter_value(kind, col, value)
                 where.append(f"r.{col} IS NOT DISTINCT FROM $f{i}" if value is None else f"r.{col} = $f{i}")
             status = "proposed" if include_proposals else "active"
+            b: Callable[[str], str]  # names a basis value in the SQL
             if bases.num_rows == 1:
                 # one read: the basis travels as parameters (same rules, a plan DuckDB builds faster)
                 basis = bases.to_pylist()[0]
@@ -429,7 +448,9 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             else:
                 self.con.register("bases", bases)
                 source, b = f"{table} r JOIN bases b ON r.org = b.org", (lambda c: f"b.{c}")
-            sql = visibility_sql(source, b, where + [f"r.status = '{status}'"], heads_only=heads_only)
+            expiry = (refreshed_expiry_sql(self._register("sighting"), b("known_at"), b("valid_at")) if refreshed
+                      else "r.expires_at")
+            sql = visibility_sql(source, b, where + [f"r.status = '{status}'"], heads_only=heads_only, expiry=expiry)
             hits = self.execute(sql, params)
             wanted = None if columns is None else [c for c in columns if c != "_row"]
             rows = self._take(kind, hits.column("_row"), wanted)
@@ -439,6 +460,13 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 self._remember(kind, key, bases, rows)
             rows = rows.append_column("decision_id", hits.column("decision_id"))
             return rows.append_column("scope_depth", hits.column("scope_depth"))
+
+    def _refreshed(self, kind: str) -> bool:
+        """Whether rows of *kind* may have their expiry moved by sightings (preferences, once any exist)."""
+        if kind not in REFRESHED_KINDS:
+            return False
+        view = self.lake.views["sighting"]
+        return bool(view.chunks) and any(c.num_rows for c in view.chunks)
 
     # ---------------------------------------------------------------- result cache
 
@@ -518,9 +546,12 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         with self._lock:
             self.lake.refresh()
             table = self._register(kind)
+            # every sighting stored so far counts: reconcile compares against what is known now
+            expiry = (refreshed_expiry_sql(self._register("sighting"), "s.known_since", "s.valid_from", alias=table)
+                      if self._refreshed(kind) else "expires_at")
             sql = f"""
 SELECT record_id, lineage_id, org, division, team, actor, valid_from, content_hash,
-       least(valid_to, expires_at) AS ends_at FROM {table}
+       least(valid_to, {expiry}) AS ends_at FROM {table}
 WHERE lineage_id IN (SELECT unnest($lineages)) AND known_since IS NOT NULL AND NOT hidden
   AND status = 'active' AND retracted_since IS NULL
 ORDER BY valid_from, known_since, commit_version, _row
@@ -538,6 +569,9 @@ ORDER BY valid_from, known_since, commit_version, _row
             rows = self._take(kind, hits.column("_row"))
             return rows.append_column("search_text", SPECS[kind].search_text(rows))
 
+
+#: Kinds whose TTL a restatement refreshes (a `conversation.Sighting` of the row in force).
+REFRESHED_KINDS = frozenset({"preference"})
 
 #: Kinds whose slot (lineage) is derived from the subject, so no slot spans two subjects and a
 #: subject can be picked out of a reader's visible set after the query (`_from_reader_set`).

@@ -12,6 +12,8 @@ episode     the episode itself               failed outcomes expire after 90 day
 reference   uri                              immutable per ``published_at``
 policy      policy_id                        versions supersede for their range
 note        session + key                    working memory: hours of TTL
+turn, memory, summary, sighting              see `conversation` (what was said, and what
+                                             memory keeps of it)
 ========== ================================ ===================================
 
 Everything about a kind lives here: the write path, the visibility query and the
@@ -470,8 +472,14 @@ SPECS: dict[str, KindSpec] = {
     ),
 }
 
+from .conversation import SPECS as _CONVERSATION_SPECS  # noqa: E402 - they build on the classes above
+
+SPECS.update(_CONVERSATION_SPECS)
+
 KINDS: tuple[str, ...] = tuple(SPECS)
-MEMORY_KINDS: tuple[str, ...] = ("fact", "preference", "episode", "reference", "policy")
+#: What recall reads unless told otherwise: not working memory (notes), not the raw log
+#: (turns: ``kinds=["turn"]``), not bookkeeping (sightings).
+MEMORY_KINDS: tuple[str, ...] = ("fact", "preference", "episode", "reference", "policy", "memory", "summary")
 
 
 KIND_PREFIXES: dict[str, str] = {kind[:3]: kind for kind in SPECS}
@@ -489,7 +497,8 @@ def spec_of(record: Any) -> KindSpec:
     kind = getattr(record, "kind", None)
     if kind not in SPECS or not isinstance(record, SPECS[kind].cls):
         raise ValidationError(
-            f"not a memory record: {type(record).__name__} (use Fact, Preference, Episode, Reference, Policy or Note)",
+            f"not a memory record: {type(record).__name__} (use Fact, Preference, Episode, Reference, Policy, Note, "
+            "Turn, Memory or Summary)",
             field="record",
         )
     return SPECS[kind]

@@ -25,6 +25,7 @@ _PATTERNS: dict[str, str] = {
     "aws_access_key": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
     "api_key": (
         r"\b(?:sk|pk|rk)[-_](?:live|test|proj|ant)?[-_]?[A-Za-z0-9]{16,}\b"
+        r"|\bsk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_\-]{20,}"
         r"|\bgh[pousr]_[A-Za-z0-9]{30,}\b"
         r"|\bxox[abposr]-[A-Za-z0-9-]{10,}\b"
         r"|\bAIza[0-9A-Za-z_\-]{35}\b"

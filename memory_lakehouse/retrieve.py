@@ -47,6 +47,7 @@ from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
 from .lexical import Bm25
 from .query import Visibility
+from .conversation import UNINDEXED_KINDS
 from .records import KINDS, SPECS, Envelope, record_from_row
 from .scope import Principal
 from .time import Basis
@@ -66,7 +67,7 @@ SAVE_EVERY = 512
 #: Rebuild an org's BM25 model once rows newer than it exceed this share of it.
 BM25_STALE_SHARE = 0.1
 #: Kinds the index holds (working-memory notes included; recall chooses what to ask for).
-INDEXED_KINDS = KINDS
+INDEXED_KINDS = tuple(k for k in KINDS if k not in UNINDEXED_KINDS)
 #: The ranked lists recall can fuse; recall uses both unless told otherwise.
 SIGNALS: tuple[str, ...] = ("vector", "bm25")
 

@@ -10,7 +10,7 @@ import os
 import shutil
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
 from . import policy as policy_rules
 from .audit import AuditEvent, audit_trail
@@ -28,6 +28,10 @@ from .retrieve import SIGNALS, Hit, Retriever, context_block
 from .scope import Principal, Scope
 from .time import Basis, Clock, StoreClock, require_aware, resolve_basis
 from .write import BatchResult, Writer, WriteResult
+
+if TYPE_CHECKING:
+    from .capture.loaders import LoadReport
+    from .capture.pipeline import CaptureJob, CaptureResult, Seen
 
 
 def open(  # noqa: A001 - the public name of API.md
@@ -174,6 +178,56 @@ class MemoryStore:
     def retract(self, record_id: str, *, by: Principal, reason: str) -> WriteResult:
         """End a record: a new row that hides it from every later read (history keeps it)."""
         return self.writer.retract(record_id, self._principal(by), reason=reason)
+
+    def load(self, path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, format: str, by: Principal,
+             scope: Optional[Scope] = None, ttl: Optional[timedelta] = None,
+             progress: Optional[bool] = None) -> "LoadReport":
+        """Load a LongMemEval or LoCoMo file (or several, or a directory) as turns; see `capture.loaders`.
+
+        Each session is one commit at the session's date, so ``as_of=question_date``
+        sees only earlier sessions. Bad input raises before anything is written; a second
+        load of the same files changes nothing. The questions come back in the report.
+
+        >>> # report = store.load("locomo10.json", format="locomo", by=alice); report.turns
+        """
+        from .capture.loaders import load
+
+        return load(self, path, format=format, by=self._principal(by), scope=scope, ttl=ttl,
+                    progress=progress)
+
+    def capture(self, session_id: str, messages: Sequence[Any], *, by: Principal, subject: Optional[str] = None,
+                scope: Optional[Scope] = None, extractor: Any = None, worker: Any = None) -> "CaptureJob":
+        """Store a session's turns, then extract and reconcile them; see `capture.pipeline`.
+
+        *messages* are `Turn`s or mappings (``role``, ``text``/``content``, optional
+        ``speaker``, ``said_at``, ``position``). *subject* names whom the whole session is
+        about (default: each turn's speaker). An agent's capture is proposals only.
+        *extractor* defaults to `capture.RuleExtractor`; with *worker* (e.g.
+        `capture.ExtractionWorker()`) extraction runs off the request path and a subject
+        forgotten meanwhile makes the worker drop its results.
+
+        >>> # job = store.capture("s1", [{"role": "user", "text": "I moved to Austin"}], by=alice, subject="user:42")
+        >>> # job.result().results[0].action
+        """
+        from .capture.pipeline import capture
+
+        return capture(self, session_id, messages, by=self._principal(by), subject=subject, scope=scope,
+                       extractor=extractor, worker=worker)
+
+    def extract(self, task: Any, *, by: Principal, extractor: Any = None) -> "CaptureResult":
+        """Run one `capture.ExtractionTask` (what a queue consumer calls; see `capture.worker`)."""
+        from .capture.pipeline import ExtractionTask, run_task
+
+        if isinstance(task, Mapping):
+            task = ExtractionTask.from_dict(task)
+        return run_task(self, task, by=self._principal(by), extractor=extractor)
+
+    def seen(self, record_id: str, *, by: Principal, as_of: Optional[datetime] = None,
+             known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> "Seen":
+        """How often a record was stated and when last: its sightings at the basis (see `capture.pipeline`)."""
+        from .capture.pipeline import seen
+
+        return seen(self, record_id, by=self._principal(by), as_of=as_of, known_at=known_at, valid_at=valid_at)
 
     def generation(self, subject: str) -> int:
         """The subject's deletion generation; pass it back with ``write(..., generation=)``."""

@@ -8,9 +8,10 @@ both, which is the replay case. Naive datetimes are rejected, never assumed UTC.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Literal, overload
+from typing import Callable, Iterator, Literal, overload
 
 from .errors import ValidationError
 
@@ -92,6 +93,30 @@ class StoreClock:
         self._source = source or wall_clock
         self._last: datetime | None = None
         self._lock = threading.Lock()
+        self._pinned: datetime | None = None
+
+    def _reading(self) -> datetime:
+        pinned = self._pinned
+        reading = pinned if pinned is not None else require_aware(self._source(), "clock()")
+        assert reading is not None
+        return reading
+
+    @contextmanager
+    def pinned(self, at: datetime) -> Iterator[None]:
+        """Read *at* while the block runs (never earlier than a commit already made).
+
+        What a loader does to write each session of a benchmark at that session's date,
+        so that ``as_of=`` on the loaded store means what it says. Applies to every
+        thread writing through this store while the block runs.
+        """
+        moment = require_aware(at, "at")
+        with self._lock:
+            previous, self._pinned = self._pinned, moment
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pinned = previous
 
     def observe(self, seen: datetime) -> None:
         """Never read earlier than a commit already in the store."""
@@ -101,15 +126,13 @@ class StoreClock:
 
     def peek(self) -> datetime:
         """The current reading without claiming it for a commit."""
-        reading = require_aware(self._source(), "clock()")
-        assert reading is not None
+        reading = self._reading()
         last = self._last
         return reading if last is None or reading > last else last
 
     def read(self) -> datetime:
         with self._lock:
-            reading = require_aware(self._source(), "clock()")
-            assert reading is not None
+            reading = self._reading()
             if self._last is not None and reading < self._last:
                 reading = self._last
             self._last = reading

@@ -18,12 +18,14 @@ import bisect
 import dataclasses
 import gc
 import hashlib
+import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence, overload
 
 import pyarrow as pa
 
+from . import conversation
 from . import policy as policy_rules
 from .errors import PermissionDenied, StaleGeneration, ValidationError
 from .forget import scrub_subjects
@@ -92,6 +94,7 @@ _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "envelope": ("evidence", "reason", "source"),  # source also goes into the commit log (writers)
     "fact": ("value",), "preference": ("value",), "note": ("value",),
     "episode": ("symptom", "action"), "reference": ("title", "content"), "policy": ("text",),
+    **conversation.TEXT_FIELDS,
 }
 
 
@@ -131,6 +134,9 @@ class Writer:
         self.generations = generations or (lambda keys: {})
         self.checks: dict[str, list[KindCheck]] = {}
         self._hashes: dict[str, str] = {}  # record_id -> content hash, for the batch being committed
+        # one commit at a time per process: a batch's state lives on the writer (`_hashes`, `_allowed`),
+        # and an extraction worker's thread writes beside the request path's
+        self._commit_lock = threading.RLock()
         self.checks["policy"] = [self._check_policy_write]
 
     # ------------------------------------------------------------------ validate
@@ -190,6 +196,9 @@ class Writer:
         return out
 
     def _validate_kind(self, r: Envelope, now: datetime) -> dict[str, Any]:
+        said = conversation.validate(r, now)
+        if said is not None:
+            return said
         if isinstance(r, (Fact, Preference)):
             out: dict[str, Any] = {
                 "subject": _text(r.subject, "subject"), "attribute": _text(r.attribute, "attribute").lower(),
@@ -422,13 +431,14 @@ class Writer:
         ~13% of its time (1,000-record batches at 100k records): big batches run with it
         paused, and it runs again, unchanged, when the batch is done.
         """
-        if isinstance(records, Envelope) or len(records) < GC_PAUSE_BATCH or not gc.isenabled():
-            return self._commit(records, principal, **options)
-        gc.disable()
-        try:
-            return self._commit(records, principal, **options)
-        finally:
-            gc.enable()
+        with self._commit_lock:
+            if isinstance(records, Envelope) or len(records) < GC_PAUSE_BATCH or not gc.isenabled():
+                return self._commit(records, principal, **options)
+            gc.disable()
+            try:
+                return self._commit(records, principal, **options)
+            finally:
+                gc.enable()
 
     def _commit(
         self,
@@ -438,7 +448,7 @@ class Writer:
         scope: Optional[Scope] = None,
         reason: Optional[str] = None,
         status: Status = "active",
-        generation: Optional[int] = None,
+        generation: Optional[int | Mapping[str, int]] = None,
         op: str = "write",
         reconcile: bool = True,
     ) -> BatchResult:
@@ -465,14 +475,17 @@ class Writer:
         names = {r.subject_name for r in validated}
         keys = {subject_key(name) for name in names}
         current = self.generations(keys)
-        if generation is not None:
+        if generation is not None:  # one generation, or one per subject key (a capture's many speakers)
             for key in keys:
-                if current.get(key, 0) > generation:
-                    raise StaleGeneration(key, generation, current.get(key, 0))
+                expected = generation.get(key, 0) if isinstance(generation, Mapping) else generation
+                if current.get(key, 0) > expected:
+                    raise StaleGeneration(key, expected, current.get(key, 0))
         forgotten = self.vis.forgotten.record_ids
         for r, _ in prepared if forgotten else ():
             if forgotten.intersection(r.derived_from) or (r.supersedes and r.supersedes in forgotten):
-                raise StaleGeneration(subject_key(r.subject_name), generation or 0, current.get(subject_key(r.subject_name), 0))
+                key = subject_key(r.subject_name)
+                expected = generation.get(key, 0) if isinstance(generation, Mapping) else generation or 0
+                raise StaleGeneration(key, expected, current.get(key, 0))
         planned = self._reconcile(prepared, status, reconcile)
         rows: dict[str, list[tuple[Envelope, WriteResult]]] = {}
         txn_id = new_txn_id()
@@ -545,6 +558,10 @@ class Writer:
                 planned.append((r, _result(record_id=pred[2], action="duplicate", kind=kind, lineage_id=lineages[i],
                                            scope=r.scope, redacted=redacted), redacted))
                 continue
+            if kind == "turn" and pred is not None:
+                raise ValidationError(
+                    f"turn {r.position} of session {r.session_id} is already recorded with other content; "  # type: ignore[attr-defined]
+                    "turns are immutable", field="text")
             if isinstance(r, Reference) and pred is not None and pred[0] == valid_from:
                 raise ValidationError(
                     f"reference {r.uri} published at {valid_from.isoformat()} is already recorded with other "

@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Modules of this package that add commands: each has ``register(sub)``, called with the subparsers.
-COMMAND_GROUPS: tuple[str, ...] = ()
+COMMAND_GROUPS: tuple[str, ...] = ("conversation",)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
