@@ -144,7 +144,7 @@ def run(path: str, model: ChatModel, *, max_tokens: int = 64) -> list[str]:
     purge = store.purge(by=dpo)
     print(f"forgot {CUSTOMER} (generation {report.generation})")
     print(textwrap.indent(purge.summary(), "  "))
-    check("purge verified no erased value is left under the store", purge.verified)
+    check("purge verified no erased value is left under the store", purge.verified is True)
     t6 = turn(21, bot, f"Hi, this is {CUSTOMER}. What plan am I on, and can I invite 50 members?")
     check("the forgotten customer is gone from the prompt (the bot's approved fact too)",
           CUSTOMER not in t6.context and "billing:inv-2231" not in t6.context)

@@ -50,7 +50,7 @@ class Authorization:
     reason: str
 
 
-def return_window(policy: Policy) -> Optional[int]:
+def return_window(policy: Policy) -> int:
     """The return window in days the policy grants; 0 when it forbids returns.
 
     Raises ``PermissionDenied`` when the text states no single window: unreadable terms

@@ -12,10 +12,16 @@ import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from .embed import HashingEmbedder
+from typing import Optional
+
+from .embed import Embedder, HashingEmbedder
 
 
-def run_demo(path: str, *, embedder=None) -> None:
+def _value(record: object) -> object:
+    return getattr(record, "value", None)
+
+
+def run_demo(path: str, *, embedder: Optional[Embedder] = None) -> None:
     import memory_lakehouse as ml
 
     if Path(path).exists():
@@ -50,7 +56,7 @@ def run_demo(path: str, *, embedder=None) -> None:
     print(store.context("Can I invite 50 team members?", by=alice, subject="user:42", budget_tokens=200))
 
     say("as of day 10 the store knew the old plan; a replay of day 14's decision sees no later row")
-    print("as of day 10:", store.get_fact("user:42", "plan", by=alice, as_of=now[0] - timedelta(days=10)).value)
+    print("as of day 10:", _value(store.get_fact("user:42", "plan", by=alice, as_of=now[0] - timedelta(days=10))))
     rep = store.replay([("D-1", bot, "sso login loop", "user:42", decided)])
     naive = store.replay([("D-1", bot, "sso login loop", "user:42", decided)], naive=True)
     print(f"replay leakage: {rep.leakage_rate:.0%}   (naive time-blind query: {naive.leakage_rate:.0%})")
@@ -64,7 +70,7 @@ def run_demo(path: str, *, embedder=None) -> None:
     print("recalled before approval:", any(h.record_id == prop.record_id for h in
                                            store.recall("sso plugin", by=alice, subject="user:42")))
     store.approve(prop.record_id, by=lead)
-    print("after approval:", store.get_fact("user:42", "sso_plugin", by=alice).value)
+    print("after approval:", _value(store.get_fact("user:42", "sso_plugin", by=alice)))
 
     say("policy by effective date: the 30-day window still governs orders placed before Sept 1")
     legal = ml.Principal("legal", ml.Scope("acme"), role="curator")
@@ -74,7 +80,7 @@ def run_demo(path: str, *, embedder=None) -> None:
                           datetime(2026, 9, 1, tzinfo=timezone.utc), source="policy-doc@v2"), by=legal)
     for placed in (datetime(2026, 8, 31, tzinfo=timezone.utc), datetime(2026, 9, 2, tzinfo=timezone.utc)):
         dec = store.resolve_policy({"market": "US"}, at=placed, by=alice)
-        print(f"order placed {placed:%b %d}: {dec.policy.text}  [{dec.rule}]")
+        print(f"order placed {placed:%b %d}: {dec.policy.text if dec.policy else None}  [{dec.rule}]")
 
     say("forgetting is real: tombstone now, bytes gone after purge")
     store.write(ml.Fact("customer-728", "email", "jane.doe-canary@example.com", now[0], source="crm",

@@ -43,8 +43,11 @@ class Embedder(Protocol):
     ``"all-MiniLM-L6-v2-int8"``.
     """
 
-    name: str
-    dim: int
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Shape ``(len(texts), dim)``, float32, each row of norm 1 (0 for empty text)."""

@@ -24,9 +24,9 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,9 +35,16 @@ from deltalake.exceptions import TableNotFoundError
 
 from .errors import ValidationError
 from .lake import storage_errors
-from .query import Forgotten
+from .query import Forgotten, Visibility
 from .records import TS
 from .scope import Scope
+
+if TYPE_CHECKING:  # annotations only: lake and the store import this module
+    from .lake import Lake, ObjectStore
+    from .redact import Redactor
+    from .scope import Principal
+    from .store import MemoryStore
+    from .time import StoreClock
 
 LEDGER_SCHEMA = pa.schema([
     pa.field("entry_id", pa.string(), nullable=False),
@@ -76,7 +83,7 @@ class Tombstone:
 
     @property
     def scope_parts(self) -> tuple[Optional[str], Optional[str], Optional[str]]:
-        parts = (self.scope or "").split("/") if self.scope else []
+        parts: list[Optional[str]] = list((self.scope or "").split("/")) if self.scope else []
         parts += [None] * (3 - len(parts))
         return parts[0], parts[1], parts[2]
 
@@ -96,7 +103,7 @@ class Ledger:
                 self._dt = DeltaTable.create(uri, schema=LEDGER_SCHEMA, mode="ignore",
                                              configuration=LEDGER_CONFIG, storage_options=self.storage_options)
         self._version = -1
-        self._entries: list[dict] = []
+        self._entries: list[dict[str, Any]] = []
         self.refresh()
 
     def refresh(self) -> bool:
@@ -126,7 +133,7 @@ class Ledger:
             for e in self._entries if e["op"] == "forget"
         ]
 
-    def entries(self) -> list[dict]:
+    def entries(self) -> list[dict[str, Any]]:
         return list(self._entries)
 
     def generations(self, keys: Iterable[str]) -> Mapping[str, int]:
@@ -171,7 +178,8 @@ class ForgetReport:
     scope: str
 
 
-def forget_subject(lake, ledger: "Ledger", principal, subject: str, *, reason: str, clock, redactor) -> ForgetReport:
+def forget_subject(lake: Lake, ledger: "Ledger", principal: Principal, subject: str, *, reason: str,
+                   clock: StoreClock, redactor: Redactor) -> ForgetReport:
     """Append the tombstone that hides *subject* inside the principal's subtree, at every basis.
 
     Bumps the subject's deletion generation (stale workers' writes are refused) and
@@ -199,7 +207,7 @@ def forget_subject(lake, ledger: "Ledger", principal, subject: str, *, reason: s
             for rid, txn in zip(lake.known_rows(kind).column("record_id").to_pylist(),
                                 lake.known_rows(kind).column("txn_id").to_pylist()) if rid in wanted}
     entry = ledger.append("forget", subject_key=key, generation=generation, record_ids=ids, at=at, by=principal.id,
-                          reason=clean_reason, scope=principal.scope.path, metadata=meta, txn_ids=txns)
+                          reason=clean_reason, scope=principal.scope.path, metadata=meta, txn_ids=sorted(txns))
     return ForgetReport(key, generation, tuple(ids), at, entry, principal.scope.path)
 
 
@@ -220,7 +228,7 @@ def scrub_subjects(text: str, names: Iterable[str]) -> str:
     return re.sub(pattern, "<subject>", text, flags=re.IGNORECASE)
 
 
-def records_to_forget(lake, key: str, scope: Scope) -> list[str]:
+def records_to_forget(lake: Lake, key: str, scope: Scope) -> list[str]:
     """The subject's rows inside *scope* (any status, any kind), rows scoped to it as an
     actor, and the closure of everything derived from them."""
     import pyarrow.compute as pc
@@ -248,7 +256,7 @@ def records_to_forget(lake, key: str, scope: Scope) -> list[str]:
     return sorted(ids)
 
 
-def _inside(rows, scope: Scope):
+def _inside(rows: pa.Table, scope: Scope) -> Any:
     import pyarrow.compute as pc
 
     mask = pc.equal(rows.column("org"), scope.org)
@@ -276,7 +284,7 @@ class PurgeReport:
     leftovers: tuple[str, ...] = ()  # files still holding an erased value (verification failures)
     seconds: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
     def summary(self) -> str:
@@ -297,7 +305,7 @@ class PurgeReport:
 MIN_CANARY = 8
 
 
-def purge_targets(vis, *, now: datetime, grace, expired: bool = True) -> dict[str, "pa.Table"]:
+def purge_targets(vis: Visibility, *, now: datetime, grace: timedelta, expired: bool = True) -> dict[str, "pa.Table"]:
     """Rows to erase per kind: forgotten (ledger) and, with *expired*, past their expiry plus *grace*."""
     from .records import SPECS
 
@@ -321,7 +329,7 @@ def purge_targets(vis, *, now: datetime, grace, expired: bool = True) -> dict[st
     return out
 
 
-def erased_values(lake, kind: str, positions) -> set[str]:
+def erased_values(lake: Lake, kind: str, positions: Any) -> set[str]:
     """The distinctive text of rows about to be erased: what verification must not find."""
     return _text_values(kind, lake.all_rows(kind).take(positions))
 
@@ -352,7 +360,7 @@ def _names_of(rows: pa.Table, forgotten_keys: set[str]) -> set[str]:
             if key in forgotten_keys and isinstance(name, str) and len(name) >= MIN_CANARY}
 
 
-def _string_leaves(array) -> Iterable["pa.Array"]:
+def _string_leaves(array: Any) -> Iterable["pa.Array"]:
     """Every string array inside an Arrow array, nested ones included (checkpoints are structs)."""
     import pyarrow.compute as pc
 
@@ -389,7 +397,7 @@ def scan_for(root: Path, values: set[str], *, skip: Sequence[str] = (), skip_suf
     return _scan(ObjectStore(str(root)), values, rels)
 
 
-def _scan(objects, values: set[str], rels: Iterable[str]) -> list[str]:
+def _scan(objects: ObjectStore, values: set[str], rels: Iterable[str]) -> list[str]:
     """Which of the objects at *rels* (under *objects*' root) hold any of *values*: sorted paths."""
     if not values:
         return []
@@ -436,7 +444,7 @@ def _values_in(data: bytes, parquet: bool, values: set[str], needles: "re.Patter
     return found | (_parquet_values(data, wanted) if parquet else set())
 
 
-def verify_erased(lake, ledger: "Ledger", index_root: Path, *, values: set[str], names: set[str],
+def verify_erased(lake: Lake, ledger: "Ledger", index_root: Path, *, values: set[str], names: set[str],
                   record_ids: set[str]) -> list[str]:
     """Files that still hold something of the erased rows: a purge is verified when none does.
 
@@ -495,7 +503,7 @@ def verify_erased(lake, ledger: "Ledger", index_root: Path, *, values: set[str],
 class _Kept:
     """What the surviving rows hold: their texts, their subjects, the record ids they point at."""
 
-    def __init__(self, lake) -> None:
+    def __init__(self, lake: Lake) -> None:
         from .records import SPECS
 
         self.texts: set[str] = set()
@@ -519,7 +527,8 @@ class _Kept:
         return value in self._joined
 
 
-def run_purge(store, principal, *, grace, dry_run: bool, expired: bool = True) -> PurgeReport:
+def run_purge(store: MemoryStore, principal: Principal, *, grace: timedelta, dry_run: bool,
+              expired: bool = True) -> PurgeReport:
     """Physical erasure: rewrite files without forgotten/expired rows, delete the old files,
     rebuild affected index partitions, reload snapshots, then verify by scanning bytes.
 
@@ -576,12 +585,12 @@ def run_purge(store, principal, *, grace, dry_run: bool, expired: bool = True) -
     for kind, t in by_kind.items():
         if not t.num_rows:
             continue
-        ids = ", ".join("'" + rid.replace("'", "''") + "'" for rid in t.column("record_id").to_pylist())
+        quoted = ", ".join("'" + rid.replace("'", "''") + "'" for rid in t.column("record_id").to_pylist())
         meta = commit_metadata(txn_id=new_txn_id(), committed_at=at, op="purge", actor=principal.id,
                                reason="physical erasure of forgotten and expired memory", records=t.num_rows)
         with lake.maintenance_lock(kind):
             dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
-            metrics = dt.delete(predicate=f"record_id IN ({ids})",
+            metrics = dt.delete(predicate=f"record_id IN ({quoted})",
                                 commit_properties=CommitProperties(custom_metadata=meta))
             files_rewritten += int(metrics.get("num_removed_files", 0))
     lake.refresh(force=True)
@@ -624,7 +633,7 @@ def index_holding(root: Path, record_ids: set[str]) -> list[str]:
     return found
 
 
-def _erasures(ledger: Ledger, lake, erased: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+def _erasures(ledger: Ledger, lake: Lake, erased: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
     """What the purge entries of the ledger record: erased record ids per forgotten subject key
     ("" for memory past its expiry), including rows an interrupted purge erased unrecorded."""
     tombs = ledger.tombstones()
@@ -647,12 +656,12 @@ def _erasures(ledger: Ledger, lake, erased: Sequence[tuple[str, str]]) -> dict[s
     return out
 
 
-def _levels(lake, kind: str, position: int) -> tuple[Optional[str], Optional[str], Optional[str]]:
+def _levels(lake: Lake, kind: str, position: int) -> tuple[Optional[str], Optional[str], Optional[str]]:
     row = lake.all_rows(kind).slice(position, 1).select(["division", "team", "actor"]).to_pylist()[0]
     return row["division"], row["team"], row["actor"]
 
 
-def _sizes(lake) -> dict[str, int]:
+def _sizes(lake: Lake) -> dict[str, int]:
     """Sizes of the tables' data files (what a purge reclaims; logs and index are counted apart)."""
     from .records import SPECS
 
@@ -660,7 +669,7 @@ def _sizes(lake) -> dict[str, int]:
             if rel.endswith(".parquet") and not rel.startswith(f"{kind}/_delta_log/")}
 
 
-def _delete_removed_files(lake, kind: str) -> pa.Table:
+def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
     """Delete the files purges removed from *kind*'s table; return the rows that were in them
     and are no longer in the table (an interrupted purge's erasures: empty after a clean run).
 
@@ -683,7 +692,7 @@ def _delete_removed_files(lake, kind: str) -> pa.Table:
         return _delete_files(lake, kind, doomed, empty)
 
 
-def _delete_files(lake, kind: str, doomed: Sequence[str], empty: pa.Table) -> pa.Table:
+def _delete_files(lake: Lake, kind: str, doomed: Sequence[str], empty: pa.Table) -> pa.Table:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from urllib.parse import unquote

@@ -32,7 +32,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Collection, Literal, Sequence
+from typing import Any, Callable, Collection, Literal, Sequence
 
 import hnswlib
 import numpy as np
@@ -97,11 +97,11 @@ class IndexTag:
                 )
         object.__setattr__(self, "versions", versions)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "dim": self.dim, "versions": dict(self.versions), "count": self.count}
 
     @classmethod
-    def from_json(cls, data: dict) -> "IndexTag":
+    def from_json(cls, data: dict[str, Any]) -> "IndexTag":
         return cls(data["model"], data["dim"], dict(data["versions"]), data["count"])
 
 
@@ -645,7 +645,8 @@ def model_slug(model: str) -> str:
 def _dot(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
     # einsum runs on this thread; ``rows @ q`` is an OpenBLAS gemv that wakes a second
     # thread, and on a busy 2-core machine waiting for it cost a 4-8 ms scheduler slice.
-    return np.einsum("ij,j->i", rows, q)
+    scores: np.ndarray = np.einsum("ij,j->i", rows, q)
+    return scores
 
 
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -45,8 +45,9 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     """
     import bm25s
 
-    return bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), token_pattern=TOKEN_PATTERN,
+    tokens: list[list[str]] = bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), token_pattern=TOKEN_PATTERN,
                           return_ids=False, show_progress=False)
+    return tokens
 
 
 @functools.lru_cache(maxsize=4096)
@@ -92,8 +93,8 @@ class Bm25:
         indptr = self.model.scores["indptr"] if self.model is not None else None
         out = []
         for token in tokens:
-            col = self._column(token)
-            df = int(indptr[col + 1] - indptr[col]) if col is not None else 0
+            col = self._column(token) if indptr is not None else None
+            df = int(indptr[col + 1] - indptr[col]) if indptr is not None and col is not None else 0
             out.append(max(0.0, math.log((self.size - df + 0.5) / (df + 0.5))))
         return out
 

@@ -74,10 +74,10 @@ def text_fields(cls: type) -> tuple[str, ...]:
                  if f.name not in _SET_BY_STORE and not any(t in str(f.type) for t in _NOT_TEXT))
 
 
-def check_record_text(record: object, limit: int) -> None:
+def check_record_text(record: Any, limit: int) -> None:
     """Raise ValidationError naming the first text field of *record* that is not storable text."""
     values = record.__dict__
-    for name in text_fields(type(record)):
+    for name in text_fields(type(record)):  # type: ignore[arg-type]  # mypy does not take a class for Hashable
         value = values[name]
         if value is None or (type(value) is str and value.isascii() and len(value) <= limit):
             continue  # the common cases, without a call

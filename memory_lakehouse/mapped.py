@@ -14,7 +14,7 @@ import mmap
 import os
 import weakref
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -62,7 +62,7 @@ def map_npy(path: Path, count: int, dim: int) -> np.ndarray | None:
 
 
 @functools.cache
-def _mmap_calls() -> tuple[Callable, Callable, Callable] | None:
+def _mmap_calls() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]] | None:
     """mmap(2), munmap(2) and a read-only memoryview over an address; None where unavailable.
 
     Not Python's `mmap.mmap`: before Python 3.13 it keeps a duplicate file descriptor open

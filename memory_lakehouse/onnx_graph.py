@@ -77,6 +77,7 @@ def _pb_fields(data: bytes | memoryview) -> Iterator[tuple[int, int, Any]]:
     """(field number, wire type, value) of a message; length-delimited values as memoryviews."""
     buf = memoryview(data)
     pos = 0
+    value: int | memoryview  # a varint, or the bytes of a length-delimited field
     while pos < len(buf):
         key, pos = _pb_varint(buf, pos)
         wire = key & 7

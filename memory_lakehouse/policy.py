@@ -239,7 +239,8 @@ def resolve(
     return replace(decision, explanation=explain(decision))
 
 
-def _precedence(policies, matched, status, live, facts, at) -> tuple[list[int], str]:
+def _precedence(policies: Sequence[Policy], matched: Mapping[int, Mapping[str, Any]], status: dict[int, str],
+                live: list[int], facts: Mapping[str, Any], at: datetime) -> tuple[list[int], str]:
     """Apply overrides, priority, specificity and scope in turn; escalate a final tie."""
     pid = {i: policies[i].policy_id for i in live}
     overridden = {i: next(pid[j] for j in live if j != i and pid[i] in policies[j].overrides)
@@ -261,7 +262,7 @@ def _precedence(policies, matched, status, live, facts, at) -> tuple[list[int], 
     live = [i for i in live if i not in overridden]
     if len(live) == 1:
         return live, "overrides"
-    keys = (
+    keys: tuple[tuple[str, Callable[[int], int], str], ...] = (
         ("priority", lambda i: policies[i].priority, "priority {} < {} of {}"),
         ("specificity", lambda i: len(matched[i]), "{} matched field(s) < {} of {}"),
         ("scope", lambda i: _depth(policies[i]), "scope depth {} < {} of {}"),
@@ -377,6 +378,8 @@ def write_conflicts(
     out: list[tuple[Policy, Policy, datetime]] = []
     reported: set[tuple[Scope, frozenset[str]]] = set()
     for new in batch:
+        if new.scope is None:  # the write path scopes every record before checking overlaps
+            raise ValidationError(f"policy {new.policy_id} has no scope", field="scope")
         for at in sorted(t for t in starts if effective_at(new, t)):
             current = heads(new.scope, at)
             if current.get(new.policy_id) is not new:
@@ -423,7 +426,8 @@ def explain(decision: Decision) -> str:
 
 # --------------------------------------------------------------------------- helpers
 
-def _cands(policies, matched, status, idx) -> tuple[Candidate, ...]:
+def _cands(policies: Sequence[Policy], matched: Mapping[int, Mapping[str, Any]], status: Mapping[int, str],
+           idx: Iterable[int]) -> tuple[Candidate, ...]:
     return tuple(Candidate(policies[i], dict(matched[i]), status.get(i, "applicable")) for i in idx)
 
 
@@ -443,7 +447,7 @@ def _name(p: Policy) -> str:
     return f"{p.policy_id}@{p.record_id}" if p.record_id else p.policy_id
 
 
-def _names(ps) -> str:
+def _names(ps: Iterable[Policy]) -> str:
     return ", ".join(_name(p) for p in ps)
 
 

@@ -298,7 +298,7 @@ def _json(value: Any, field_name: str) -> str:
         raise ValidationError(f"{field_name} is not JSON-serialisable: {exc}", field=field_name) from exc
 
 
-_encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_encode_str = json.encoder.encode_basestring
 
 
 def _json_default(value: Any) -> Any:
@@ -317,7 +317,7 @@ class KindSpec:
     to_columns: Callable[[Any], dict[str, Any]]
     from_columns: Callable[[Mapping[str, Any]], dict[str, Any]]
     slot: Callable[[Any, Scope], str]
-    content: Callable[[Any], tuple]
+    content: Callable[[Any], tuple[Any, ...]]
     text_parts: tuple[str, ...]  # column names and literal separators making a row's search text
 
     @property
@@ -538,7 +538,8 @@ def record_from_row(kind: str, row: Mapping[str, Any]) -> Envelope:
     )
     if kind in ("preference", "note"):
         kw["ttl"] = None if kind == "preference" else NOTE_TTL
-    return spec.cls(**kw)
+    record: Envelope = spec.cls(**kw)
+    return record
 
 
 
@@ -590,7 +591,8 @@ def from_dict(obj: Mapping[str, Any]) -> Envelope:
     if unknown:
         raise ValidationError(f"{kind} has no field(s) {', '.join(unknown)}", field=unknown[0])
     try:
-        return cls(**data)
+        record: Envelope = cls(**data)
+        return record
     except TypeError as exc:
         raise ValidationError(f"{kind}: {exc}", field="record") from exc
 

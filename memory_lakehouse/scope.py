@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from .errors import PermissionDenied, ValidationError
 
@@ -38,12 +38,13 @@ class Scope:
 
     def __hash__(self) -> int:  # scopes key the write path's per-batch maps: hash once
         try:
-            return self.__dict__["_hash"]
+            cached: int = self.__dict__["_hash"]
+            return cached
         except KeyError:
             self.__dict__["_hash"] = h = hash((self.org, self.division, self.team, self.actor))
             return h
 
-    def __getstate__(self) -> dict:  # a string's hash differs between processes: never pickle it
+    def __getstate__(self) -> dict[str, Any]:  # a string's hash differs between processes: never pickle it
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     def __post_init__(self) -> None:

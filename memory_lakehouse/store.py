@@ -10,7 +10,7 @@ import os
 import shutil
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
 from . import policy as policy_rules
 from .audit import AuditLog, audit_trail
@@ -25,7 +25,7 @@ from .outside import ExportReport
 from .query import Visibility
 from .replay import ReplayResult
 from .records import (
-    SPECS, Envelope, check_kinds, record_from_row, subject_key,
+    SPECS, Envelope, Episode, Fact, Policy, Preference, check_kinds, record_from_row, subject_key,
 )
 from .redact import Redactor
 from .ranking import Ranking
@@ -45,7 +45,7 @@ INDEX_MODES: tuple[str, ...] = ("on_recall", "background")
 
 
 def open(  # noqa: A001 - the public name of API.md
-    uri: str | os.PathLike = "data/store",
+    uri: str | os.PathLike[str] = "data/store",
     *,
     storage_options: Optional[dict[str, str]] = None,
     ledger_uri: Optional[str] = None,
@@ -142,7 +142,8 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _basis(self, as_of=None, known_at=None, valid_at=None) -> Basis:
+    def _basis(self, as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
+               valid_at: Optional[datetime] = None) -> Basis:
         self._sync_ledger()
         self.lake.refresh()  # "now" must not be earlier than a commit another process already made
         return resolve_basis(self.clock.peek(), as_of=as_of, known_at=known_at, valid_at=valid_at)
@@ -154,7 +155,7 @@ class MemoryStore:
             # of this process's partition would write erased vectors back to disk
             self.retriever.clear_caches()
 
-    def _generations(self, keys):
+    def _generations(self, keys: Iterable[str]) -> Mapping[str, int]:
         self._sync_ledger()
         return self.ledger.generations(keys)
 
@@ -244,7 +245,7 @@ class MemoryStore:
         """End a record: a new row that hides it from every later read (history keeps it)."""
         return self.writer.retract(record_id, self._principal(by), reason=reason)
 
-    def load(self, path: str | os.PathLike | Sequence[str | os.PathLike], *, format: str, by: Principal,
+    def load(self, path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, format: str, by: Principal,
              scope: Optional[Scope] = None, ttl: Optional[timedelta] = None,
              progress: Optional[bool] = None) -> "LoadReport":
         """Load a LongMemEval or LoCoMo file (or several, or a directory) as turns; see `capture.loaders`.
@@ -258,7 +259,7 @@ class MemoryStore:
         from .capture.loaders import load
 
         return load(self, path, format=format, by=self._principal(by), scope=scope, ttl=ttl,
-                    progress=progress)  # type: ignore[arg-type]
+                    progress=progress)
 
     def capture(self, session_id: str, messages: Sequence[Any], *, by: Principal, subject: Optional[str] = None,
                 scope: Optional[Scope] = None, extractor: Any = None, worker: Any = None) -> "CaptureJob":
@@ -304,7 +305,7 @@ class MemoryStore:
 
     def get_fact(self, subject: str, attribute: str, *, by: Principal, as_of: Optional[datetime] = None,
                  known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
-                 kind: str = "fact") -> Optional[Envelope]:
+                 kind: str = "fact") -> Optional[Fact | Preference]:
         """The value of one slot at the basis, or None. No vector search involved.
 
         >>> # store.get_fact("user:42", "plan", by=alice).value
@@ -312,10 +313,12 @@ class MemoryStore:
         basis = self._basis(as_of, known_at, valid_at)
         rows = self.vis.rows(kind, self._principal(by), basis, subject=subject,
                              filters={"attribute": str(attribute).strip().lower()})
-        return record_from_row(kind, rows.to_pylist()[0]) if rows.num_rows else None
+        if not rows.num_rows:
+            return None
+        return cast("Fact | Preference", record_from_row(kind, rows.to_pylist()[0]))  # slots with an attribute
 
     def recall(self, query: str, *, by: Principal, subject: Optional[str] = None,
-               kinds: Optional[Sequence[str]] = None, k: int = 8, filters: Optional[dict] = None,
+               kinds: Optional[Sequence[str]] = None, k: int = 8, filters: Optional[dict[str, Any]] = None,
                as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
                valid_at: Optional[datetime] = None, signals: Optional[Sequence[str]] = None,
                ranking: Optional[Ranking] = None) -> list[Hit]:
@@ -429,7 +432,7 @@ class MemoryStore:
 
     def episodes(self, *, service: str, env: str, by: Principal, version: Optional[str] = None, k: int = 5,
                  symptom: Optional[str] = None, as_of: Optional[datetime] = None,
-                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> list[Envelope]:
+                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> list[Episode]:
         """Filter hard, then rank: what was tried on this service/env/version, newest first.
 
         Superseded, expired and inconclusive episodes never come back; at most *k* (five).
@@ -438,13 +441,13 @@ class MemoryStore:
 
         basis = self._basis(as_of, known_at, valid_at)
         rows = self.vis.rows("episode", self._principal(by), basis, filters={"service": service, "env": env})
-        out = []
+        out: list[Episode] = []
         for row in rows.to_pylist():
             if row["outcome"] == "inconclusive":
                 continue
             if version is not None and not version_in_range(version, row["version_from"], row["version_to"]):
                 continue
-            out.append(record_from_row("episode", row))
+            out.append(cast(Episode, record_from_row("episode", row)))  # the episode table holds Episodes
         if symptom:
             from .lexical import lexical_scores
 
@@ -470,7 +473,7 @@ class MemoryStore:
         at = require_aware(at, "at")
         basis = self._basis(known_at=known_at, valid_at=at)
         rows = self.vis.rows("policy", self._principal(by), basis)
-        candidates = [record_from_row("policy", r) for r in rows.to_pylist()]
+        candidates = [cast(Policy, record_from_row("policy", r)) for r in rows.to_pylist()]  # policies only
         return policy_rules.resolve(candidates, facts, basis.valid_at, known_at=basis.known_at)
 
     # ------------------------------------------------------------------ replay
@@ -535,7 +538,7 @@ class MemoryStore:
         self._sync_ledger()
         return run_purge(self, by, grace=grace, dry_run=dry_run)
 
-    def _purge_index(self, erased_by_org: Mapping[str, set]) -> list[str]:
+    def _purge_index(self, erased_by_org: Mapping[str, set[str]]) -> list[str]:
         """Rebuild the index partitions that held erased records; drop every cache."""
         orgs = [org for org in self.retriever.index.orgs()
                 if org in erased_by_org or self._partition_holds_gone_rows(org)]

@@ -11,7 +11,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Literal, overload
 
 from .errors import ValidationError
 
@@ -25,6 +25,10 @@ def wall_clock() -> datetime:
     return datetime.now(timezone.utc)
 
 
+@overload
+def require_aware(value: object, field: str, *, optional: Literal[False] = False) -> datetime: ...
+@overload
+def require_aware(value: object, field: str, *, optional: bool) -> datetime | None: ...
 def require_aware(value: object, field: str, *, optional: bool = False) -> datetime | None:
     """Return *value* as a UTC datetime, or raise ValidationError naming *field*."""
     if value is None:

@@ -30,7 +30,7 @@ import hashlib
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence, overload
 
 import pyarrow as pa
 
@@ -82,7 +82,7 @@ class BatchResult:
     versions: Mapping[str, int] = field(default_factory=dict)
     committed_at: Optional[datetime] = None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[WriteResult]:
         return iter(self.results)
 
     def __len__(self) -> int:
@@ -117,6 +117,17 @@ _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _placed(r: Envelope) -> Scope:
+    """The scope validation gave *r*: every record past `_prepare` has one."""
+    if r.scope is None:
+        raise ValidationError(f"{r.kind} record has no scope", field="scope")
+    return r.scope
+
+
+@overload
+def _text(value: Any, name: str, *, optional: Literal[False] = False) -> str: ...
+@overload
+def _text(value: Any, name: str, *, optional: bool) -> Optional[str]: ...
 def _text(value: Any, name: str, *, optional: bool = False) -> Optional[str]:
     if type(value) is str and value and not value[0].isspace() and not value[-1].isspace():
         return value  # the common case, already clean
@@ -167,7 +178,7 @@ class Writer:
         if record.confidence is not None and not (
                 isinstance(record.confidence, (int, float)) and 0.0 <= record.confidence <= 1.0):
             raise ValidationError("confidence must be a number between 0 and 1", field="confidence")
-        derived = record.derived_from
+        derived: Any = record.derived_from  # typed a tuple; callers may pass anything, a str included
         if derived and (isinstance(derived, str) or not all(isinstance(d, str) for d in derived)):
             raise ValidationError("derived_from must be a sequence of record ids", field="derived_from")
         changes: dict[str, Any] = {
@@ -280,11 +291,14 @@ class Writer:
     @staticmethod
     def _default_expiry(r: Envelope, changes: Mapping[str, Any]) -> Optional[datetime]:
         if isinstance(r, Preference) and r.ttl is not None:
-            return changes["valid_from"] + r.ttl
+            expiry: datetime = changes["valid_from"] + r.ttl
+            return expiry
         if isinstance(r, Episode) and changes["outcome"] == "failed":
-            return changes["observed_at"] + FAILED_EPISODE_TTL
+            failed_until: datetime = changes["observed_at"] + FAILED_EPISODE_TTL
+            return failed_until
         if isinstance(r, Note):
-            return changes["valid_from"] + r.ttl
+            note_until: datetime = changes["valid_from"] + r.ttl
+            return note_until
         return None
 
     def _redact(self, records: Sequence[Envelope]) -> list[tuple[str, ...]]:
@@ -325,7 +339,7 @@ class Writer:
 
     # ------------------------------------------------------------------ approve / retract
 
-    def _raw(self, record_id: str) -> tuple[str, dict]:
+    def _raw(self, record_id: str) -> tuple[str, dict[str, Any]]:
         """The stored row of a record, whatever its status (approve and retract start from it)."""
         kind = kind_of_record_id(record_id)
         rows = self.vis.by_ids(kind, [record_id]).to_pylist()
@@ -412,7 +426,8 @@ class Writer:
         def in_force(scope: Scope, at: datetime) -> list[Policy]:
             reader = Principal("policy-check", scope, role="steward")
             rows = vis.rows("policy", reader, Basis(now, at))
-            return [p for p in (record_from_row("policy", r) for r in rows.to_pylist()) if p.scope == scope]
+            stored = (record_from_row("policy", r) for r in rows.to_pylist())
+            return [p for p in stored if isinstance(p, Policy) and p.scope == scope]
 
         # Candidate instants only (a superset is fine); which versions are in force at each
         # is decided by the visibility query above, never here.
@@ -583,13 +598,13 @@ class Writer:
         lineages: list[str] = []
         for i, (r, _) in enumerate(prepared):
             spec = SPECS[r.kind]  # validated already
-            lineage = spec.slot(r, r.scope)
+            lineage = spec.slot(r, _placed(r))
             if isinstance(r, Episode) and r.supersedes:
                 lineage = self._lineage_of(r.supersedes, "episode") or lineage
             lineages.append(lineage)
             by_kind.setdefault(spec.kind, []).append(i)
         # versions[(kind, lineage, scope)] = sorted [(valid_from, seq, record_id, content_hash, ends_at)]
-        versions: dict[tuple, list[tuple]] = {}
+        versions: dict[tuple[str, str, Optional[Scope]], list[tuple[Any, ...]]] = {}
         if enabled and status == "active":
             for kind, idx in by_kind.items():
                 known = self.lake.lineages(kind)  # slots new to the store need no lookup (bulk ingest)
@@ -647,7 +662,7 @@ class Writer:
         subjects = [r.subject_name for r in records]
         keys = [subject_key(x) for x in subjects]
         intervals = [r.valid_interval for r in records]
-        scopes = [r.scope for r in records]
+        scopes = [_placed(r) for r in records]
         columns: dict[str, list[Any]] = {
             "record_id": [res.record_id for _, res in items],
             "lineage_id": [res.lineage_id for _, res in items],

@@ -50,7 +50,7 @@ PLAYBOOK = "https://wiki.northwind.example/sales/playbook"
 CANARIES = ("halvorsen", "SEPA on net-45", "HM-2291", "Gdansk customs", "Ingrid", "SHIP-5120")
 
 
-def raises(error: type, fn) -> bool:
+def raises(error: type[BaseException], fn) -> bool:
     try:
         fn()
     except error:
@@ -339,7 +339,7 @@ check("rebuilding the index from the store brings nothing back",
       and not {h.record_id for h in store.recall("Halvorsen payment terms SEPA Gdansk", by=ana, k=50)} & customer_ids
       and not index_files_listing(customer_ids) and not leftovers())
 check("while everyone else's memory is recalled from the rebuilt index",
-      {emea_15.record_id, review.record_id} & {h.record_id for h in store.recall("EMEA discount ceiling", by=ana)}
+      bool({emea_15.record_id, review.record_id} & {h.record_id for h in store.recall("EMEA discount ceiling", by=ana)})
       and playbook_v2.record_id in {h.record_id for h in store.recall("playbook discounts VP CFO", by=ana)})
 check("and everyone else's history survives: as of the decision the bot still believed 15%",
       store.get_fact(PRICING, CEILING, by=bot, as_of=decided).value == "15% of list"

@@ -17,6 +17,7 @@ import argparse
 import sys
 import tempfile
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import memory_lakehouse as ml
 from _scenario import attempt
@@ -24,8 +25,8 @@ from _scenario import attempt
 UTC = timezone.utc
 
 
-def t(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)
+def t(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 # ----------------------------------------------------------------------------- plumbing
@@ -83,7 +84,7 @@ bob = ml.Principal("bob", ml.Scope("acme", "support", "tier1", "bob"), role="mem
 bot = ml.Principal("support-bot", ml.Scope("acme", "support", "tier2", "support-bot"), role="agent")
 
 # The commerce system owns the orders; memory never does. The resolver gets these facts.
-ORDERS = {
+ORDERS: dict[str, dict[str, Any]] = {
     "A-0831": dict(placed=t(2026, 8, 31, 15), delivered=t(2026, 9, 2), amount=40.0,
                    market="US", product_class="apparel", sale_type="regular", customer_segment="regular"),
     "A-0902": dict(placed=t(2026, 9, 2, 10), delivered=t(2026, 9, 4), amount=40.0,
@@ -229,7 +230,8 @@ check("inside the window and the agent's limit: allowed", err is None)
 past_case = ml.Episode("refunds", "prod", "customer asked for a late refund", "refunded as a loyalty exception",
                        "fixed", t(2026, 6, 1), evidence="ticket:T-311", source="support-log")
 err = attempt("bot cites a remembered past exception as its permission",
-              lambda: ml.authorize("refund", principal=bot, decision=past_case, limits=limits, amount=35,
+              lambda: ml.authorize("refund", principal=bot, decision=past_case,  # type: ignore[arg-type]  # on purpose
+                                   limits=limits, amount=35,
                                    elapsed_days=40))
 check("a memory is not a decision and grants nothing", isinstance(err, ml.LakehouseError))
 

@@ -94,7 +94,7 @@ class Delayed(ml.RuleExtractor):
     name = "delayed@1"
     started, release = threading.Event(), threading.Event()
 
-    def extract(self, turns, subject=None):  # type: ignore[no-untyped-def]
+    def extract(self, turns, subject=None):
         self.started.set()
         self.release.wait(60)
         return super().extract(turns, subject)

@@ -9,7 +9,7 @@ import random
 import string
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -93,7 +93,7 @@ def leaks(store: ml.MemoryStore, *, subject: str, needles: Iterable[str], times:
     """Every way a read path served the subject (or a canary) at now and at each past time."""
     needles = tuple(needles)
     found: list[str] = []
-    bases = [{}] + [{"as_of": t} for t in times] + [{"known_at": t} for t in times]
+    bases: list[dict[str, Any]] = [{}] + [{"as_of": t} for t in times] + [{"known_at": t} for t in times]
     for basis in bases:
         where = f"basis {basis or 'now'}"
         # k above the number of visible records: recall returns every one of them
@@ -126,7 +126,7 @@ def leaks(store: ml.MemoryStore, *, subject: str, needles: Iterable[str], times:
 
 def other_reads(store: ml.MemoryStore, times: Iterable[datetime], reader: ml.Principal = MEMBER) -> dict:
     """What everyone else's reads return at each time: compared before and after a purge."""
-    out = {}
+    out: dict[str, Any] = {}
     for t in times:
         plan = store.get_fact(OTHER, "plan", by=reader, as_of=t)
         out[f"plan@{t}"] = None if plan is None else (plan.record_id, plan.value, plan.known_since)

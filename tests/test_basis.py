@@ -60,7 +60,8 @@ class Model:
             if not cands:
                 continue
             head = max(cands, key=lambda r: (r.valid_from, r.known_since, r.seq))
-            if head.ends() is None or head.ends() > valid_at:
+            ends = head.ends()
+            if ends is None or ends > valid_at:
                 return head
         return None
 
@@ -71,7 +72,8 @@ class Model:
         pred = max(before, key=lambda r: (r.valid_from, r.seq)) if before else None
         if pred is None:
             return "inserted", None
-        in_force = pred.ends() is None or pred.ends() > valid_from
+        pred_ends = pred.ends()
+        in_force = pred_ends is None or pred_ends > valid_from
         if (pred.value, pred.valid_to) == (value, valid_to) and in_force:
             return "duplicate", pred
         return "superseded", pred

@@ -13,6 +13,7 @@ import signal
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -127,7 +128,7 @@ def test_a_writer_killed_mid_batch_leaves_all_or_nothing_and_the_store_still_wor
         else:  # then kill at points spread over the batch, densest where the tables commit (the end)
             fraction = KILL_AT[attempt % len(KILL_AT)]
             time.sleep(max(0.0, float(Path(started).read_text()) + duration * fraction - time.monotonic()))
-            if child.is_alive():
+            if child.is_alive() and child.pid is not None:
                 os.kill(child.pid, signal.SIGKILL)
             child.join(timeout=30)
         episodes, facts = _outcome(root)
@@ -190,7 +191,7 @@ def _rows_of_one_transaction(store: ml.MemoryStore):
     fact_row.update(record_id="fac_" + "1" * 32, txn_id=txn, value='"torn-but-whole"',
                     valid_from=day(2), content_hash="x" * 32)
     ep = episode("checkout", "torn batch", "fixed", day(2), scope=ORG)
-    ep_row = {name: None for name in SPECS["episode"].schema.names}
+    ep_row: dict[str, Any] = {name: None for name in SPECS["episode"].schema.names}
     ep_row.update(record_id="epi_" + "2" * 32, lineage_id="l" * 32, org="acme", subject="service:checkout",
                   subject_key=subject_key("service:checkout"), valid_from=day(2), txn_id=txn, source="test",
                   evidence=ep.evidence, authority="human_confirmed", status="active", derived_from=[],

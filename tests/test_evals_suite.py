@@ -192,7 +192,7 @@ def test_policy_fails_on_a_store_that_ignores_known_at(tmp_path):
 def test_contradiction_serves_no_disagreeing_items_while_naive_memory_does(tmp_path):
     result = run("contradiction", tmp_path, contradiction__accounts=6)
     assert result.passed, result.failures()
-    assert metric(result, "questions whose served items disagree").naive > 0
+    assert (metric(result, "questions whose served items disagree").naive or 0) > 0
 
 
 def test_contradiction_fails_on_a_store_that_serves_every_version(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import tempfile
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -228,7 +229,7 @@ def test_a_forget_reason_loses_the_subjects_name_in_any_case_and_only_whole(stor
 
 SAM = ml.Scope("acme", "sales", "emea", "sam")
 TREE = [ORG, SUPPORT, SALES, TIER1, TIER2, ALICE, BOB, ml.Scope("acme", "sales", "emea"), SAM]
-READERS = [ml.Principal(s.actor, s, role="member") for s in (ALICE, BOB, SAM)]
+READERS = [ml.Principal(str(s.actor), s, role="member") for s in (ALICE, BOB, SAM)]
 
 
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -249,6 +250,7 @@ def test_a_forget_hides_exactly_the_subjects_rows_inside_the_stewards_subtree(ro
             for i, ((subject, scope), res) in enumerate(zip(rows, written)):
                 forgotten = subject == "customer-1" and steward_at.contains(scope)
                 expected = None if forgotten or not scope.contains(reader.scope) else res.record_id
-                for basis in ({}, {"as_of": day(1, 0.5)}):
+                bases: tuple[dict[str, Any], ...] = ({}, {"as_of": day(1, 0.5)})
+                for basis in bases:
                     got = store.get_fact(subject, f"a{i}", by=reader, **basis)
                     assert getattr(got, "record_id", None) == expected, (reader.id, scope, steward_at, basis)

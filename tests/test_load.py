@@ -7,6 +7,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _support import AGENT, MEMBER, STEWARD, SimClock
@@ -42,7 +43,7 @@ def test_the_samples_are_what_the_generator_makes(tmp_path):
 def test_a_locomo_session_is_known_and_valid_from_its_own_date(store):
     report = store.load(LOCOMO, format="locomo", by=MEMBER)
     assert (report.sessions, report.turns, report.inserted) == (4, 24, 24)
-    dates = {}
+    dates: dict[Any, Any] = {}
     for row in _turns(store):
         assert row["known_since"] == row["valid_from"]  # the commit's system time is the session's date
         dates.setdefault(row["session_id"], set()).add(row["valid_from"])

@@ -25,8 +25,8 @@ SEPT_1 = datetime(2026, 9, 1, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
 
 
-def t(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)
+def t(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 def pol(policy_id, conditions, *, start=t(2026, 1, 1), end=None, priority=0, scope=ORG, overrides=(),

@@ -18,8 +18,8 @@ UTC = timezone.utc
 SECOND = timedelta(seconds=1)
 
 
-def t(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)
+def t(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 JAN_1, SEPT_1, SEPT_5, SEPT_10 = t(2026, 1, 1), t(2026, 9, 1), t(2026, 9, 5), t(2026, 9, 10)

@@ -448,7 +448,7 @@ def _sizable_store(root: Path, ledger: Path, clock: SimClock, can: str) -> None:
     checkpointed, and the subject forgotten."""
     store = open_store(root, clock=clock, ledger=ledger)
     for b in range(10):
-        rows = [fact(f"user:{b}-{i}", "note", f"filler {b} {i} alpha bravo", day(0)) for i in range(495)]
+        rows: list[ml.Envelope] = [fact(f"user:{b}-{i}", "note", f"filler {b} {i} alpha bravo", day(0)) for i in range(495)]
         rows += [fact(SUBJECT, f"note{b}", f"{can} fact {b}", day(0)),
                  ml.Preference(SUBJECT, f"pref{b}", f"{can} preference {b}", day(0), source="test@v1"),
                  episode("checkout", f"{can} episode {b}", "fixed", day(0), subject=SUBJECT),
@@ -478,6 +478,7 @@ def test_a_purge_killed_at_any_point_is_finished_by_the_next_purge(tmp_path):
         child.start()
         assert ready.wait(120)
         time.sleep(delay)
+        assert child.pid is not None
         os.kill(child.pid, signal.SIGKILL)
         child.join(30)
         outcomes.append((delay, child.exitcode))

@@ -266,7 +266,8 @@ def test_a_commit_stamped_by_a_lagging_clock_is_known_no_earlier_than_the_commit
     first = a.write(fact("user:1", "plan", "Pro", day(0)), by=MEMBER)
     slow.set(day(3))  # another machine, or a commit that landed only after a conflict retry
     late = b.propose(fact("user:2", "plan", "Basic", day(0)), by=AGENT)
-    assert late.version > first.version and late.known_since >= first.known_since
+    assert late.version is not None and first.version is not None and late.version > first.version
+    assert late.known_since is not None and first.known_since is not None and late.known_since >= first.known_since
 
     fresh = ml.open(tmp_path / "store", clock=SimClock(day(0)))
     for s in (a, b, fresh):

@@ -18,7 +18,7 @@ def test_a_second_read_between_boundaries_comes_from_the_cache_and_agrees(tmp_pa
     store = _store(tmp_path, now)
     alice = ml.Principal("alice", ml.Scope("acme", "support"), role="member")
     store.write(ml.Preference("user:1", "tone", "brief", T0, source="chat", ttl=timedelta(days=10)), by=alice)
-    lines = []
+    lines: list[str] = []
     with store.tracer(lines.append):
         now[0] = T0 + timedelta(days=1)
         first = store.get_fact("user:1", "tone", by=alice, kind="preference")

@@ -39,6 +39,7 @@ Formats (no benchmark data ships with the product; ``data/`` holds generated sam
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -292,8 +293,8 @@ def parse_longmemeval(path: Path) -> tuple[list[Session], list[Question]]:
 PARSERS = {"locomo": parse_locomo, "longmemeval": parse_longmemeval}
 
 
-def _paths(path: str | Path | Sequence[str | Path]) -> list[Path]:
-    items = [path] if isinstance(path, (str, Path)) else list(path)
+def _paths(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
+    items = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     out: list[Path] = []
     for item in items:
         p = Path(item)
@@ -310,7 +311,7 @@ def _paths(path: str | Path | Sequence[str | Path]) -> list[Path]:
 
 # --------------------------------------------------------------------------- loading
 
-def load(store: MemoryStore, path: str | Path | Sequence[str | Path], *, format: str, by: Principal,
+def load(store: MemoryStore, path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, format: str, by: Principal,
          scope: Scope | None = None, ttl: timedelta | None = None, progress: bool | None = None,
          source: str | None = None) -> LoadReport:
     """Parse every file first (bad input writes nothing), then write session by session in date order.

@@ -18,12 +18,15 @@ import os
 import re
 import sys
 from datetime import datetime, timezone
-from typing import IO, Any, Callable, Iterable, Iterator, Optional, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from .. import errors
 from ..records import from_dict, to_dict
 from ..scope import ROLES, Principal, Scope
 from ..time import require_aware
+
+if TYPE_CHECKING:
+    from ..store import MemoryStore
 
 
 def _json_default(value: Any) -> Any:
@@ -46,12 +49,12 @@ def _emit(args: argparse.Namespace, payload: Any, lines: Callable[[], Sequence[s
             print(line)
 
 
-def _open(args: argparse.Namespace, *, create: bool = False):
+def _open(args: argparse.Namespace, *, create: bool = False) -> MemoryStore:
     """The command's store; `main` closes it (saving index rows caught up on the way)."""
     from ..store import open as open_store
 
-    args.opened = open_store(args.store, ledger_uri=args.ledger, create=create)
-    return args.opened
+    store = args.opened = open_store(args.store, ledger_uri=args.ledger, create=create)
+    return store
 
 
 #: Where each part of the principal comes from when its flag is not given.
@@ -228,7 +231,7 @@ def cmd_fact(args: argparse.Namespace) -> None:
     fact = store.get_fact(args.subject, args.attribute, by=_principal(args), kind=args.kind, **_basis_kwargs(args))
     _emit(args, to_dict(fact) if fact else None,
           lambda: [f"{args.subject}.{args.attribute} = {fact.value!r}  (valid from {fact.valid_from.isoformat()}, "
-                   f"known since {fact.known_since.isoformat()}, source {fact.source})"] if fact
+                   f"known since {fact.known_since.isoformat() if fact.known_since else None}, source {fact.source})"] if fact
           else [f"{args.subject}.{args.attribute}: nothing visible at this basis"])
 
 
@@ -241,7 +244,10 @@ def cmd_policy(args: argparse.Namespace) -> None:
         raise errors.ValidationError(f"--facts {args.facts!r} is not a JSON object: write it as "
                                      "'{\"market\": \"US\"}'", field="facts")
     store = _open(args)
-    decision = store.resolve_policy(facts, at=_time(args.at, "at"), by=_principal(args),
+    at = _time(args.at, "at")
+    if at is None:  # --at is required: argparse has said so already
+        raise errors.ValidationError("--at is required", field="at")
+    decision = store.resolve_policy(facts, at=at, by=_principal(args),
                                     known_at=_time(args.known_at, "known_at"))
     _emit(args, decision.to_dict(), lambda: [decision.explanation])
 
