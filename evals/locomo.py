@@ -299,7 +299,7 @@ def run_conversation(conv: Conversation, settings: Mapping[str, Setting], *, emb
                 outcomes = []
                 started = time.perf_counter()
                 for q in conv.questions:
-                    hits = store.recall(q.text, by=STEWARD, k=depth, **kinds, **dict(setting))
+                    hits = store.recall(q.text, by=STEWARD, k=depth, **kinds, **dict(setting))  # type: ignore[arg-type]  # kinds= and ranking settings
                     outcomes.append(score_question(q, [dia_id_of(h) for h in hits]))
                 out["settings"][name] = {"outcomes": outcomes,
                                          "ms_per_query": round((time.perf_counter() - started) * 1000

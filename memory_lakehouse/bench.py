@@ -20,10 +20,20 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 from .records import Fact
 from .scope import Principal, Scope
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+
+def _org_of(record: Fact) -> str:
+    """The org a synthetic fact is scoped to (every one of them names its scope)."""
+    if record.scope is None:
+        raise ValueError("synthetic facts are scoped")
+    return record.scope.org
 
 ORGS = [f"org{i:02d}" for i in range(20)]
 ATTRIBUTES = ["plan", "region", "sso_provider", "billing_cycle", "seats", "support_tier", "language", "timezone"]
@@ -82,7 +92,7 @@ def own_peak_rss_mb() -> float:
     return peak_rss_mb()
 
 
-def ingest(store, n: int, *, start: int = 0, batch: int = 1000, clock: Optional["_ManualClock"] = None) -> float:
+def ingest(store: MemoryStore, n: int, *, start: int = 0, batch: int = 1000, clock: Optional["_ManualClock"] = None) -> float:
     """write_many in per-org batches of *batch*; returns records/s of the write_many calls.
 
     Records are taken in windows of one batch per org, made one window at a time (a
@@ -103,7 +113,7 @@ def ingest(store, n: int, *, start: int = 0, batch: int = 1000, clock: Optional[
             clock.now = max(clock.now, max(r.valid_from for r in chunk) + timedelta(hours=1))
         by_org: dict[str, list[Fact]] = {}
         for r in chunk:
-            by_org.setdefault(r.scope.org, []).append(r)
+            by_org.setdefault(_org_of(r), []).append(r)
         t = time.perf_counter()
         for org, rows in by_org.items():
             store.write_many(rows, by=stewards[org])
@@ -113,7 +123,7 @@ def ingest(store, n: int, *, start: int = 0, batch: int = 1000, clock: Optional[
 
 def visible_slots(n_records: int, rng: random.Random, count: int) -> list[tuple[str, str, int]]:
     """(subject, attribute, index) of facts the benchmark reader (org03/support/team1) can see."""
-    out = []
+    out: list[tuple[str, str, int]] = []
     while len(out) < count:
         i = rng.randrange(n_records)
         if ORGS[i % len(ORGS)] == "org03" and i % 1000 != 7 and (i % 3 == 0 or i % 5 == 1):
@@ -121,7 +131,7 @@ def visible_slots(n_records: int, rng: random.Random, count: int) -> list[tuple[
     return out
 
 
-def read_figures(store, n_records: int, rounds: int) -> dict[str, Any]:
+def read_figures(store: MemoryStore, n_records: int, rounds: int) -> dict[str, Any]:
     """Exact-slot reads and recall at now and at past bases; hit rates say the reads found rows."""
     rng = random.Random(3)
     reader = Principal("reader", Scope("org03", "support", "team1"), role="member")
@@ -129,16 +139,16 @@ def read_figures(store, n_records: int, rounds: int) -> dict[str, Any]:
     slots = visible_slots(n_records, rng, rounds)
     found = {"now": 0, "past": 0, "after_write": 0}
 
-    def fact_now(slot):
+    def fact_now(slot: tuple[str, str, int]) -> None:
         found["now"] += store.get_fact(slot[0], slot[1], by=reader) is not None
 
     window = 1000 * len(ORGS)  # ingest() commits a window of records an hour after its last valid_from
 
-    def fact_past(slot):  # a past basis just after the slot's window was committed: known and valid then
+    def fact_past(slot: tuple[str, str, int]) -> None:  # a past basis just after the slot's window was committed: known and valid then
         when = T0 + timedelta(minutes=(slot[2] // window + 1) * window, hours=2)
         found["past"] += store.get_fact(slot[0], slot[1], by=reader, as_of=when) is not None
 
-    def fact_after_write(slot):  # every write changes the snapshot: the read runs the narrowed query
+    def fact_after_write(slot: tuple[str, str, int]) -> float:  # every write changes the snapshot: the read runs the narrowed query
         t = time.perf_counter()
         found["after_write"] += store.get_fact(slot[0], slot[1], by=reader) is not None
         return time.perf_counter() - t
@@ -164,7 +174,7 @@ def read_figures(store, n_records: int, rounds: int) -> dict[str, Any]:
     return out
 
 
-def _read_after_write(store, read: Callable[[int], float], n: int) -> dict[str, float]:
+def _read_after_write(store: MemoryStore, read: Callable[[int], float], n: int) -> dict[str, float]:
     """Time *read* only, each time right after a single write elsewhere (no read result can be reused)."""
     writer = Principal("bench-writer", Scope("org19", "support"), role="member")
     out = []
@@ -185,7 +195,7 @@ class _ManualClock:
         return self.now
 
 
-def recall_figures(store, records: int, *, clock: _ManualClock, rounds: int = 200, k: int = 8) -> dict[str, Any]:
+def recall_figures(store: MemoryStore, records: int, *, clock: _ManualClock, rounds: int = 200, k: int = 8) -> dict[str, Any]:
     """Recall cost at *records* facts, with the embedding of queries measured apart.
 
     Ingests the workload in two halves a day apart (so an as-of read at the midpoint
@@ -235,12 +245,12 @@ def recall_figures(store, records: int, *, clock: _ManualClock, rounds: int = 20
     qi = iter(queries)
     out["query_embedding"] = _time(lambda: retriever.embed_query(next(qi)), rounds)  # cold: each query once
 
-    def timed(who, **kw) -> dict[str, Any]:
+    def timed(who: Principal, **kw: Any) -> dict[str, Any]:
         lines: list[str] = []
         with store.tracer(lambda line: lines.append(line)):
             store.recall(queries[0], by=who, kinds=["fact"], k=k, **kw)  # warm: BM25 model, partition load
         it = iter(queries * 2)
-        figures = _time(lambda: store.recall(next(it), by=who, kinds=["fact"], k=k, **kw), rounds)
+        figures: dict[str, Any] = dict(_time(lambda: store.recall(next(it), by=who, kinds=["fact"], k=k, **kw), rounds))
         figures["planner"] = next((ln for ln in lines if ln.startswith(("exact scan", "hnsw"))), None)
         visible = next((ln for ln in lines if ln.startswith("visible fact")), "")
         figures["visible"] = int(visible.split(":")[1].split()[0]) if visible else None
@@ -255,6 +265,8 @@ def recall_figures(store, records: int, *, clock: _ManualClock, rounds: int = 20
     parts = {o: store.retriever.index.partition(o) for o in orgs}
     largest_org, largest = max(parts.items(), key=lambda p: len(p[1] or ()))
     vectors = [retriever.embed_query(q).astype(np.float32) for q in queries]
+    if largest is None:
+        raise RuntimeError("the benchmark store has no index partition")
     raw = largest._index
     raw.set_ef(64)
     vi = iter(vectors)
@@ -315,7 +327,8 @@ def serving_figures(root: str, *, now: datetime, midpoint: datetime, embedder: s
     out: dict[str, Any] = {}
     for name, kw in (("recall_now", {"by": broad}), ("recall_as_of_midpoint", {"by": broad, "as_of": midpoint}),
                      ("recall_selective_1pct", {"by": narrow})):
-        out[name] = _time(lambda it=iter(queries), kw=kw: store.recall(next(it), kinds=["fact"], k=k, **kw), rounds)
+        it = iter(queries)
+        out[name] = _time(lambda it=it, kw=kw: store.recall(next(it), kinds=["fact"], k=k, **kw), rounds)  # type: ignore[misc]  # defaults bind the loop
     out["recall_now"]["note"] = "includes embedding each query (once)"
     out["peak_rss_mb"] = own_peak_rss_mb()
     for org in ORGS:
@@ -363,7 +376,7 @@ def run(records: int = 100_000, *, quick: bool = False, root: Optional[str] = No
         return out
     clock = _ManualClock(T0)
     store = open_store(root, clock=clock, embedder=_embedder(embedder))
-    out: dict[str, Any] = {"records": records, "store": root, "embedder": store.retriever.embedder.name}
+    out = {"records": records, "store": root, "embedder": store.retriever.embedder.name}
     alice = Principal("alice", Scope("org00", "support", "tier2", "alice"), role="member")
     writes = [Fact(f"single:{i}", "plan", f"value {i}", T0, source="bench@v1") for i in range(rounds)]
     wi = iter(writes)

@@ -329,7 +329,8 @@ def run_floor(floor_module: ModuleType, records: int, *, rounds: int = 200, k: i
 
     def search(args: tuple[tuple[str, str, str], str, datetime]) -> list[int]:
         (org, team, actor), q, at = args
-        return floor.search(qvecs[q], org=org, team=team, actor=f"{org}-{team}-{actor}", at=at, k=k)
+        found: list[int] = floor.search(qvecs[q], org=org, team=team, actor=f"{org}-{team}-{actor}", at=at, k=k)
+        return found
 
     out: dict[str, Any] = {"ingest_rps": round(records / spent, 1), "ingest_rps_cpu": round(records / spent_cpu, 1)}
     out["recall_now_new_actor"], _ = _timed(search, [(a, q, now) for a, q in zip(actors[:rounds], queries)])

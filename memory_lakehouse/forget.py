@@ -602,7 +602,7 @@ def run_purge(store: MemoryStore, principal: Principal, *, grace: timedelta, dry
             for org, rid in zip(gone.column("org").to_pylist(), gone.column("record_id").to_pylist()):
                 erased_by_org.setdefault(org, set()).add(rid)
             erased += zip(gone.column("subject_key").to_pylist(), gone.column("record_id").to_pylist())
-    partitions = tuple(store._purge_index(erased_by_org))
+    partitions: tuple[str, ...] = tuple(store._purge_index(erased_by_org))
     for key, ids in sorted(_erasures(ledger, lake, erased).items()):  # one entry per subject: audit finds it
         ledger.append("purge", subject_key=key or None, generation=0, record_ids=ids, at=at, by=principal.id,
                       reason=f"erased {len(ids)} row(s)" + ("" if key else " past their expiry"), scope=scope.path,

@@ -24,7 +24,7 @@ ms). tests/test_heads.py checks it against the per-reader query on randomised st
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -84,7 +84,7 @@ class OrgHeads:
     levels: dict[str, tuple[np.ndarray, dict[str, int]]]
     slot_values: dict[str, pa.Array]
     nbytes: int = 0
-    memo: dict[tuple, pa.Table] = field(default_factory=dict, repr=False)  # results served from this cell
+    memo: dict[tuple[Any, ...], pa.Table] = field(default_factory=dict, repr=False)  # results served from this cell
     memo_bytes: int = 0
     _by_subject: Optional[tuple[np.ndarray, np.ndarray]] = field(default=None, repr=False)
 
@@ -142,7 +142,7 @@ class OrgHeads:
             lin = self.lineage[idx]
             idx = idx[np.append(lin[1:] != lin[:-1], True)]
             idx = idx[np.argsort(self.order[idx], kind="stable")]
-        return idx
+        return np.asarray(idx)
 
     def _filtered(self, idx: np.ndarray, col: str, value: str) -> Optional[np.ndarray]:
         """The heads among *idx* whose *col* equals *value*, or None if that may differ from
@@ -166,7 +166,7 @@ class OrgHeads:
         if suspects.any() and any(v is not None and v.casefold() == folded
                                   for v in values.filter(pa.array(suspects)).to_pylist()):
             return None
-        return idx[hit]
+        return np.asarray(idx[hit])
 
     def _subject_rows(self, key: str, snapshot: pa.Table) -> np.ndarray:
         if self._by_subject is None:

@@ -218,7 +218,8 @@ class ObjectStore:
         if self.is_local:
             return (Path(self.root) / rel).read_bytes()
         with self.fs.open_input_stream(rel) as fh:
-            return fh.read()
+            data: bytes = fh.read()
+            return data
 
     def delete(self, rel: str) -> None:
         """Delete the object at *rel* (no error if it is already gone)."""
@@ -370,7 +371,7 @@ class Lake:
             self.refresh(kinds=list(tables))
         finally:
             self._own_writes.clear()
-        versions = {k: c.version for k in tables for c in [self.views[k].by_txn.get(txn)] if c is not None}
+        versions = {k: c.version for k in tables for c in [self.views[k].by_txn.get(txn) if txn else None] if c is not None}
         for hook in list(self.after_append):
             hook({k: t.nbytes for k, t in tables.items() if t.num_rows})
         return versions
@@ -437,7 +438,7 @@ class Lake:
                 return True
         return self._reload(kind)
 
-    def log_actions(self, table: str, version: int) -> list[dict]:
+    def log_actions(self, table: str, version: int) -> list[dict[str, Any]]:
         """The actions of one commit file (immutable once written): commitInfo, add, remove...
 
         Raises FileNotFoundError when the log has cleaned that version up.
@@ -506,7 +507,7 @@ class Lake:
             except (FileNotFoundError, OSError):
                 missing.append(version)
                 continue
-            info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+            info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
             out.append(_parse_commit(kind, {**info, "version": version}))
         if missing:
             recorded = self.commit_record.commits(kind)
@@ -605,7 +606,7 @@ class Lake:
 
     def _txn_time(self, commit: Commit) -> datetime:
         """A complete transaction is known once its last part is: all its rows become visible together."""
-        parts = [self.views[k].by_txn.get(commit.txn_id) for k in commit.kinds if k in self.views]
+        parts = [self.views[k].by_txn.get(commit.txn_id) for k in commit.kinds if k in self.views and commit.txn_id]
         return max([commit.committed_at] + [p.committed_at for p in parts if p is not None])
 
     def _with_system_time(self, kind: str, rows: pa.Table) -> pa.Table:
@@ -614,7 +615,7 @@ class Lake:
         txn_ids = [t for t in pc.unique(rows.column("txn_id")).to_pylist() if t is not None]
         commits = [view.by_txn.get(t) for t in txn_ids]
         known = [self._txn_time(c) if c is not None and c.is_memory and self._complete(c) else None for c in commits]
-        versions = [c.version if k is not None else None for c, k in zip(commits, known)]
+        versions = [c.version if c is not None and k is not None else None for c, k in zip(commits, known)]
         idx = pc.index_in(rows.column("txn_id"), value_set=pa.array(txn_ids, pa.string()))
         rows = rows.append_column("known_since", pc.take(pa.array(known, TS), idx))
         rows = rows.append_column("commit_version", pc.take(pa.array(versions, pa.int64()), idx))
@@ -732,7 +733,7 @@ class Lake:
                 lines = self.log_actions(table, version)
             except (FileNotFoundError, OSError):  # cleaned up with the log (its files are vacuum's now)
                 continue
-            info = next((a["commitInfo"] for a in lines if "commitInfo" in a), {})
+            info: dict[str, Any] = next((a["commitInfo"] for a in lines if "commitInfo" in a), {})
             if _parse_commit(table, {**info, "version": version}).operation == operation:
                 removed += [unquote(a["remove"]["path"]) for a in lines if "remove" in a]
         return removed

@@ -282,12 +282,12 @@ class Visibility:
         self._forgotten: Forgotten = Forgotten()
         self._forgotten_registered: Optional[Forgotten] = None
         self.tracers: list[Tracer] = []
-        self._cache: "OrderedDict[tuple, tuple[tuple, int, int, pa.Table]]" = OrderedDict()
+        self._cache: "OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], int, int, pa.Table]]" = OrderedDict()
         self._cache_bytes = 0  # Arrow bytes held by the entries of _cache
         self._bounds: dict[str, _Boundaries] = {}
-        self._last_reads: "OrderedDict[tuple, tuple]" = OrderedDict()  # (kind, reader scope) -> last basis
+        self._last_reads: "OrderedDict[tuple[Any, ...], tuple[Any, ...]]" = OrderedDict()  # (kind, reader scope) -> last basis
         # (kind, org) -> [(state, known_at µs, valid_at µs, OrgHeads)]: slot heads per basis cell
-        self._heads: dict[tuple[str, str], list[tuple[tuple, int, int, OrgHeads]]] = {}
+        self._heads: dict[tuple[str, str], list[tuple[tuple[Any, ...], int, int, OrgHeads]]] = {}
         self._heads_lru: "OrderedDict[tuple[str, str], None]" = OrderedDict()
 
     # ---------------------------------------------------------------- plumbing
@@ -606,6 +606,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             # filters narrow the visible set: carried to the heads and applied there (visibility_sql)
             carry, narrow = _filter_clauses(kind, filters, params, carried=True)
             status = "proposed" if include_proposals else "active"
+            b: Callable[[str], str]  # names a basis value in the SQL
             if bases.num_rows == 1:
                 # one read: the basis travels as parameters (same rules, a plan DuckDB builds faster)
                 basis = bases.to_pylist()[0]
@@ -680,14 +681,15 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
 
     # ---------------------------------------------------------------- result cache
 
-    def _state(self, kind: str, org: str) -> tuple:
+    def _state(self, kind: str, org: str) -> tuple[Any, ...]:
         """What a remembered read of *org*'s rows depends on: the snapshot's epoch, the
         appends that brought *org* rows, and the ledger. Every rule of the query matches
         ``r.org`` to the reader's org, so a write to another org changes nothing here."""
         view = self.lake.views[kind]
         return (view.epoch, self._boundaries(kind).appends.get(org, 0), id(self._forgotten))
 
-    def _cache_key(self, kind: str, bases: pa.Table, filters, include_proposals, heads_only, columns):
+    def _cache_key(self, kind: str, bases: pa.Table, filters: Optional[Mapping[str, Any]], include_proposals: bool,
+                   heads_only: bool, columns: Optional[Sequence[str]]) -> Optional[tuple[Any, ...]]:
         if bases.num_rows != 1:
             return None  # bulk replay: each decision has its own basis
         b = bases.slice(0, 1).to_pylist()[0]
@@ -700,7 +702,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             return None
         return key
 
-    def _cached(self, kind: str, key: Optional[tuple], bases: pa.Table, *, quiet: bool = False) -> Optional[pa.Table]:
+    def _cached(self, kind: str, key: Optional[tuple[Any, ...]], bases: pa.Table, *, quiet: bool = False) -> Optional[pa.Table]:
         """A remembered result for the same reader, valid if no row boundary lies between the bases.
 
         The visible set is piecewise constant in time: it changes only when known_at
@@ -709,7 +711,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         row's org to the reader's. A write to that org, or any ledger change, drops the entry.
         """
         entry = self._cache.get(key) if key is not None else None
-        if entry is None:
+        if key is None or entry is None:
             return None
         b = bases.slice(0, 1).to_pylist()[0]
         if entry[0] != self._state(kind, b["org"]):
@@ -723,7 +725,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             self.trace(f"visible {kind}: {rows.num_rows} row(s) from cache (no row boundary between the bases)")
         return rows
 
-    def _remember(self, kind: str, key: tuple, bases: pa.Table, rows: pa.Table) -> None:
+    def _remember(self, kind: str, key: tuple[Any, ...], bases: pa.Table, rows: pa.Table) -> None:
         b = bases.slice(0, 1).to_pylist()[0]
         old = self._cache.pop(key, None)
         self._cache_bytes += rows.nbytes - (old[3].nbytes if old is not None else 0)

@@ -96,7 +96,7 @@ class Ranking:
     context_top: int = CONTEXT_TOP
 
     def __post_init__(self) -> None:
-        signals = self.signals
+        signals: Any = self.signals  # typed a tuple; callers may pass a bare str
         if isinstance(signals, str) or not signals or any(s not in SIGNALS for s in signals):
             raise ValidationError(f"signals must be a non-empty subset of {SIGNALS}, got {signals!r}",
                                   field="signals")

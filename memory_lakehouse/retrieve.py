@@ -125,8 +125,8 @@ class Retriever:
         self._orgs: dict[str, _OrgState] = {}
         self._lock = threading.RLock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._visible_memo: dict[tuple, tuple] = {}  # ids of cached visibility results -> candidates
-        self._mask_memo: dict[tuple, tuple] = {}  # (candidates, partition, size) -> allowed mask
+        self._visible_memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # ids of cached visibility results -> candidates
+        self._mask_memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # (candidates, partition, size) -> allowed mask
         self._warming: Optional[threading.Thread] = None  # the background build (`warm_up`), if any
         self._warm_again = False
 
@@ -165,7 +165,7 @@ class Retriever:
             if hit is not None:
                 self._query_cache.move_to_end(text)
                 return hit
-        vec = self.embedder.embed([text])[0]
+        vec: np.ndarray = self.embedder.embed([text])[0]
         with self._lock:
             self._query_cache[text] = vec
             while len(self._query_cache) > 1024:
@@ -306,7 +306,7 @@ class Retriever:
             if state.unsaved:
                 self.save(org)
 
-    def rebuild(self, orgs: Sequence[str], *, drop: Mapping[str, set] = {}) -> list[str]:
+    def rebuild(self, orgs: Sequence[str], *, drop: Mapping[str, set[str]] = {}) -> list[str]:
         """Rebuild partitions from the store's rows and delete the old files.
 
         Vectors of rows that are still in the store are reused from the old partition
@@ -329,7 +329,7 @@ class Retriever:
                          if old is not None and rid in old and rid not in gone]
                 for start in range(0, len(reuse), EMBED_CHUNK):
                     chunk = reuse[start:start + EMBED_CHUNK]
-                    fresh.add(chunk, old.vectors_of(chunk))
+                    fresh.add(chunk, old.vectors_of(chunk))  # type: ignore[union-attr]  # reuse is empty without old
                 # the old partition is not needed any more: its files stay until `replace`,
                 # so a failure below leaves the org readable, and its graph is not kept
                 # alive next to the new one's while the rest is embedded
@@ -518,7 +518,8 @@ class Retriever:
         with self._lock:
             memo = self._visible_memo.get(key)
             if memo is not None and all(a is b for (_, a), (_, b) in zip(memo[0], tables)):
-                return memo[1]
+                found: dict[str, tuple[str, int]] = memo[1]
+                return found
         for kind, rows in tables:
             out.update(zip(rows.column("record_id").to_pylist(),
                            zip([kind] * rows.num_rows, rows.column("_row").to_pylist())))
@@ -727,7 +728,7 @@ def context_block(hits: Sequence[Hit], *, budget_tokens: int,
     return Context("\n".join([header] + [p[1] for p in placed]) if placed else "", [p[2] for p in placed])
 
 
-def _version_key(version: str) -> tuple:
+def _version_key(version: str) -> tuple[Any, ...]:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.findall(r"\d+|[A-Za-z]+", version))
 
 

@@ -44,7 +44,7 @@ def _type_name(tp: Any) -> str:
             timedelta: "number (seconds)"}.get(tp, getattr(tp, "__name__", str(tp)))
 
 
-def _default(f: dataclasses.Field) -> Any:
+def _default(f: dataclasses.Field[Any]) -> Any:
     if f.default is not dataclasses.MISSING:
         value = f.default
     elif f.default_factory is not dataclasses.MISSING:

@@ -6,6 +6,7 @@ each call to the one module that owns the concept.
 
 from __future__ import annotations
 
+import builtins  # `MemoryStore.list` shadows the builtin inside the class
 import os
 import shutil
 from contextlib import contextmanager
@@ -381,7 +382,7 @@ class MemoryStore:
         return get(self.vis, str(record_id), self._principal(by), basis)
 
     def list(self, subject: Optional[str], *, by: Principal, kinds: Optional[Sequence[str]] = None,
-             filters: Optional[dict] = None, as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
+             filters: Optional[dict[str, Any]] = None, as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
              valid_at: Optional[datetime] = None) -> Listing:
         """A subject's current memories: what reads would serve *by* at the basis, per kind.
 
@@ -423,7 +424,7 @@ class MemoryStore:
         basis = self._basis()
         return pending(self.vis, self._principal(by), basis, KINDS if kinds is None else check_kinds(kinds))
 
-    def rebuild_index(self, org: Optional[str] = None) -> list[str]:
+    def rebuild_index(self, org: Optional[str] = None) -> builtins.list[str]:
         """Rebuild index partitions from the store (one org, or all) and delete the old files."""
         self._check_open()
         self.lake.refresh()
@@ -432,7 +433,7 @@ class MemoryStore:
 
     def episodes(self, *, service: str, env: str, by: Principal, version: Optional[str] = None, k: int = 5,
                  symptom: Optional[str] = None, as_of: Optional[datetime] = None,
-                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> list[Episode]:
+                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> builtins.list[Episode]:
         """Filter hard, then rank: what was tried on this service/env/version, newest first.
 
         Superseded, expired and inconclusive episodes never come back; at most *k* (five).
@@ -441,7 +442,7 @@ class MemoryStore:
 
         basis = self._basis(as_of, known_at, valid_at)
         rows = self.vis.rows("episode", self._principal(by), basis, filters={"service": service, "env": env})
-        out: list[Episode] = []
+        out: builtins.list[Episode] = []
         for row in rows.to_pylist():
             if row["outcome"] == "inconclusive":
                 continue
@@ -492,7 +493,7 @@ class MemoryStore:
         self._sync_ledger()
         return replay(self.vis, as_decisions(decisions), kinds=check_kinds(kinds), naive=naive)
 
-    def export(self, path: str | os.PathLike, *, by: Principal, as_of: Optional[datetime] = None,
+    def export(self, path: str | os.PathLike[str], *, by: Principal, as_of: Optional[datetime] = None,
                known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
                kinds: Optional[Sequence[str]] = None, format: str = "parquet") -> "ExportReport":
         """Write what *by* is served at the basis as one Parquet file per kind (`outside.export`).
@@ -538,7 +539,7 @@ class MemoryStore:
         self._sync_ledger()
         return run_purge(self, by, grace=grace, dry_run=dry_run)
 
-    def _purge_index(self, erased_by_org: Mapping[str, set[str]]) -> list[str]:
+    def _purge_index(self, erased_by_org: Mapping[str, set[str]]) -> builtins.list[str]:
         """Rebuild the index partitions that held erased records; drop every cache."""
         orgs = [org for org in self.retriever.index.orgs()
                 if org in erased_by_org or self._partition_holds_gone_rows(org)]

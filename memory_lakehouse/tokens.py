@@ -41,7 +41,10 @@ def _tokenizer() -> tuple["tokenizers.Tokenizer", int]:
     from .embed import _build_tokenizer
 
     tok = _build_tokenizer(None)
-    return tok, tok.token_to_id("[UNK]")
+    unk = tok.token_to_id("[UNK]")
+    if unk is None:  # the MiniLM vocabulary has one; a tokenizer without it cannot over-count safely
+        raise RuntimeError("the word-piece tokenizer has no [UNK] token")
+    return tok, unk
 
 
 def _windows(text: str, start: int, n: int) -> Iterator[tuple[int, str]]:

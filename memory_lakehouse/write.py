@@ -530,7 +530,7 @@ class Writer:
         planned = self._reconcile([p for i, p in enumerate(prepared) if i not in refused], status, reconcile)
         if refused:  # dropped records keep their place in the results
             kept = iter(planned)
-            planned = [(r, _result(record_id="", action="forgotten", kind=r.kind, lineage_id=SPECS[r.kind].slot(r, r.scope),
+            planned = [(r, _result(record_id="", action="forgotten", kind=r.kind, lineage_id=SPECS[r.kind].slot(r, _placed(r)),
                                    scope=r.scope, redacted=redacted), redacted)
                        if i in refused else next(kept) for i, (r, redacted) in enumerate(prepared)]
         rows: dict[str, list[tuple[Envelope, WriteResult]]] = {}
@@ -566,7 +566,7 @@ class Writer:
         tombstones = self.vis.forgotten.tombstones
         if not tombstones:
             return set()
-        by_key: dict[str, list[tuple]] = {}
+        by_key: dict[str, list[tuple[Any, ...]]] = {}
         for t in tombstones:
             by_key.setdefault(t[0], []).append(t)
         out: set[int] = set()

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # evals/ is a top-level package of the repository
 
 from evals import locomo  # noqa: E402
-from tests import locomo_sample  # noqa: E402
+import locomo_sample  # noqa: E402  (tests/ is on the path, as for _support)
 
 EMBEDDER = ml.HashingEmbedder(dim=64)
 

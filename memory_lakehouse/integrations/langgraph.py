@@ -149,6 +149,12 @@ class LakehouseStore(BaseStore):
             return SearchItem(namespace, key, value, when, when, score)  # type: ignore[arg-type]
         return Item(value=value, key=key, namespace=namespace, created_at=when, updated_at=when)  # type: ignore[arg-type]
 
+    def _search_item(self, record: Envelope, score: Optional[float] = None) -> SearchItem:
+        item = self._item(record, score, search=True)
+        if not isinstance(item, SearchItem):  # _item(search=True) builds one
+            raise TypeError("expected a SearchItem")
+        return item
+
     # ------------------------------------------------------------------ batch
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -193,14 +199,14 @@ class LakehouseStore(BaseStore):
                       and all(_matches(_value(r).get(k), v) for k, v in (op.filter or {}).items())]
         if not op.query:
             candidates.sort(key=lambda r: (r.known_since, r.record_id), reverse=True)
-            return [self._item(r, search=True) for r in candidates[op.offset: op.offset + op.limit]]
+            return [self._search_item(r) for r in candidates[op.offset: op.offset + op.limit]]
         allowed = {r.record_id: r for r in candidates}
         if not allowed:
             return []
         hits = self.store.recall(op.query, by=self.by, kinds=["fact"], filters={"source": self.source},
                                  k=max(1, len(self._visible(as_of))), as_of=as_of)
         ranked = [(allowed[h.record_id], h.score) for h in hits if h.record_id in allowed]
-        return [self._item(r, score, search=True) for r, score in ranked[op.offset: op.offset + op.limit]]
+        return [self._search_item(r, score) for r, score in ranked[op.offset: op.offset + op.limit]]
 
     def _list_namespaces(self, op: ListNamespacesOp, as_of: Optional[datetime]) -> list[tuple[str, ...]]:
         namespaces = {self.namespace_of(r.subject_name) for r in self._visible(as_of)}

@@ -78,7 +78,8 @@ def build_server(store: Any, principal: Principal) -> MCPServer:
         """The prompt block for a query and its items: record_id, kind, source, evidence, valid time."""
         ctx = call(lambda: store.context(query, by=principal, budget_tokens=budget_tokens, subject=subject,
                                          as_of=_time(as_of, "as_of")))
-        return _jsonable(ctx.to_dict())
+        out: dict[str, Any] = _jsonable(ctx.to_dict())
+        return out
 
     @server.tool()
     def get_fact(subject: str, attribute: str, kind: str = "fact", as_of: Optional[str] = None,
@@ -119,7 +120,8 @@ def build_server(store: Any, principal: Principal) -> MCPServer:
         """Which approved policy governs a case at world time `at` (ISO datetime), as known at `known_at`."""
         decision = call(lambda: store.resolve_policy(facts, at=_time(at, "at"), by=principal,
                                                      known_at=_time(known_at, "known_at")))
-        return _jsonable(decision.to_dict())
+        resolved: dict[str, Any] = _jsonable(decision.to_dict())
+        return resolved
 
     return server
 
