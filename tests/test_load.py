@@ -181,7 +181,7 @@ def test_memlake_load_loads_and_reports(tmp_path, capsys):
 
 def test_memlake_load_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     path = _broken(tmp_path, lambda d: d.update(session_1_date_time="32 Smarch"))
-    assert cli_main(["load", str(path), "--format", "locomo", "--store", str(tmp_path / "s")]) == 2
+    assert cli_main(["load", str(path), "--format", "locomo", "--store", str(tmp_path / "s"), "--scope", "acme"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "broken.json: conversation broken session_1: session_1_date_time" in err
 
