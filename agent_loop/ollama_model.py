@@ -10,7 +10,8 @@ the server (``ollama pull NAME``); a missing server or model is `ModelUnavailabl
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .model import Message, ModelUnavailable
 
@@ -23,7 +24,7 @@ class OllamaChat:
     >>> # OllamaChat("llama3.2").complete([{"role": "user", "content": "Hi"}], max_tokens=8)
     """
 
-    def __init__(self, model: str, *, host: Optional[str] = None, seed: int = 0, timeout: float = 120.0) -> None:
+    def __init__(self, model: str, *, host: str | None = None, seed: int = 0, timeout: float = 120.0) -> None:
         if importlib.util.find_spec("ollama") is None:
             raise ModelUnavailable(f"the ollama client is not installed: {INSTALL_HINT}")
         import ollama
@@ -39,12 +40,17 @@ class OllamaChat:
         import ollama
 
         try:
-            response: Any = self._client.chat(model=self.model, messages=[dict(m) for m in messages], options={
-                "temperature": 0.0, "top_k": 1, "seed": self.seed, "num_predict": max_tokens})
+            response: Any = self._client.chat(
+                model=self.model,
+                messages=[dict(m) for m in messages],
+                options={"temperature": 0.0, "top_k": 1, "seed": self.seed, "num_predict": max_tokens},
+            )
         except ollama.ResponseError as exc:
             raise ModelUnavailable(f"ollama: {exc.error} (is the model pulled? `ollama pull {self.model}`)") from exc
         except (httpx.HTTPError, ConnectionError) as exc:
-            raise ModelUnavailable(f"no Ollama server reachable ({exc}); start `ollama serve` or set OLLAMA_HOST") from exc
+            raise ModelUnavailable(
+                f"no Ollama server reachable ({exc}); start `ollama serve` or set OLLAMA_HOST"
+            ) from exc
         return (response.message.content or "").strip()
 
     def close(self) -> None:
@@ -53,8 +59,8 @@ class OllamaChat:
 
 def build_model(spec: str) -> Any:
     """``smollm2`` (the bundled model) or ``ollama:NAME``."""
-    if spec.startswith("ollama:") and spec[len("ollama:"):]:
-        return OllamaChat(spec[len("ollama:"):])
+    if spec.startswith("ollama:") and spec[len("ollama:") :]:
+        return OllamaChat(spec[len("ollama:") :])
     if spec == "smollm2":
         from .model import SmolLM2
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Optional, Sequence
 
 import memory_lakehouse as ml
 
@@ -60,11 +60,21 @@ class TurnResult:
     model_seconds: float
 
 
-def run_turn(store: ml.MemoryStore, model: ChatModel, message: str, *, by: ml.Principal,
-             subject: Optional[str] = None, learned: Sequence[ml.Envelope] = (),
-             propose_scope: Optional[ml.Scope] = None, budget_tokens: int = 400, max_tokens: int = 96,
-             as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
-             valid_at: Optional[datetime] = None) -> TurnResult:
+def run_turn(
+    store: ml.MemoryStore,
+    model: ChatModel,
+    message: str,
+    *,
+    by: ml.Principal,
+    subject: str | None = None,
+    learned: Sequence[ml.Envelope] = (),
+    propose_scope: ml.Scope | None = None,
+    budget_tokens: int = 400,
+    max_tokens: int = 96,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
+    valid_at: datetime | None = None,
+) -> TurnResult:
     """Answer *message* as *by* from the memory the store lets it see, then propose *learned*.
 
     *learned* are typed records the agent took from this turn (what the user stated, a
@@ -79,8 +89,9 @@ def run_turn(store: ml.MemoryStore, model: ChatModel, message: str, *, by: ml.Pr
     """
     turn_id = f"turn_{os.urandom(6).hex()}"
     started = time.perf_counter()
-    context = store.context(message, by=by, subject=subject, budget_tokens=budget_tokens,
-                            as_of=as_of, known_at=known_at, valid_at=valid_at)
+    context = store.context(
+        message, by=by, subject=subject, budget_tokens=budget_tokens, as_of=as_of, known_at=known_at, valid_at=valid_at
+    )
     memory_seconds = time.perf_counter() - started
 
     prompt = (
@@ -93,12 +104,15 @@ def run_turn(store: ml.MemoryStore, model: ChatModel, message: str, *, by: ml.Pr
 
     proposals = []
     for record in learned:
-        draft = record.replace(evidence=record.evidence or f"agent:{turn_id}",
-                               source=record.source or f"{by.id}/{model.name}",
-                               reason=record.reason or f"{by.id} learned this in {turn_id}")
+        draft = record.replace(
+            evidence=record.evidence or f"agent:{turn_id}",
+            source=record.source or f"{by.id}/{model.name}",
+            reason=record.reason or f"{by.id} learned this in {turn_id}",
+        )
         # the commit's reason is kept apart from the record's: the commit log outlives a purge,
         # so it must not repeat anything the row holds
         res = store.propose(draft, by=by, scope=propose_scope, reason=f"agent turn {turn_id}")
         proposals.append(Proposal(res.record_id, res.kind, draft.subject_name, res.scope))
-    return TurnResult(turn_id, by.id, message, context, prompt, reply, tuple(proposals), model.name,
-                      memory_seconds, model_seconds)
+    return TurnResult(
+        turn_id, by.id, message, context, prompt, reply, tuple(proposals), model.name, memory_seconds, model_seconds
+    )

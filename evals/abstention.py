@@ -45,8 +45,11 @@ ATTRS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "pet": ("what pet does {s} have", "{s} has a pet {v}", ("beagle", "parrot", "tortoise", "cat")),
     "food": ("what is {s}'s favourite food", "{s}'s favourite food is {v}", ("ramen", "paella", "pierogi", "tacos")),
     "car": ("what car does {s} drive", "{s} drives a {v}", ("Volvo estate", "Fiat 500", "Tesla", "pickup truck")),
-    "hobby": ("what hobby does {s} have", "{s} spends weekends {v}", ("bouldering", "sailing", "birdwatching",
-                                                                    "woodworking")),
+    "hobby": (
+        "what hobby does {s} have",
+        "{s} spends weekends {v}",
+        ("bouldering", "sailing", "birdwatching", "woodworking"),
+    ),
 }
 
 
@@ -80,16 +83,31 @@ def generate(seed: int, members: int) -> tuple[list[Event], list[Question], list
             later = fate > 0.8 and n == 0
             scope = OTHER if 0.6 < fate <= 0.8 and n == 0 else TEAM
             at = asked_at + timedelta(days=5) if later else day(rng.uniform(0, 40))
-            events.append(Event(at, CURATOR, ml.Fact(s, attr, fmt.format(s=s, v=rng.choice(values)), at,
-                                                     source="intake@v2", evidence=f"form:{s}/{attr}"), scope=scope))
+            events.append(
+                Event(
+                    at,
+                    CURATOR,
+                    ml.Fact(
+                        s,
+                        attr,
+                        fmt.format(s=s, v=rng.choice(values)),
+                        at,
+                        source="intake@v2",
+                        evidence=f"form:{s}/{attr}",
+                    ),
+                    scope=scope,
+                )
+            )
             why = "learned later" if later else "another scope" if scope == OTHER else "answerable"
             questions.append(Question(f"{s}-{attr}", q.format(s=s), s, why != "answerable", why, asked_at, attr))
         missing = rng.choice([a for a in ATTRS if a not in have])
         questions.append(Question(f"{s}-{missing}", ATTRS[missing][0].format(s=s), s, True, "never stored", asked_at))
         if 0.5 < fate <= 0.6:
             forgotten.append(s)
-    questions = [q if q.subject not in forgotten else Question(q.qid, q.text, q.subject, True, "forgotten", q.as_of,
-                                                               q.attribute) for q in questions]
+    questions = [
+        q if q.subject not in forgotten else Question(q.qid, q.text, q.subject, True, "forgotten", q.as_of, q.attribute)
+        for q in questions
+    ]
     return events, questions, forgotten, asked_at
 
 
@@ -100,19 +118,31 @@ def longmemeval_sample(seed: int, instances: int) -> list[dict[str, Any]]:
     for i in range(instances):
         s = rng.choice(("Priya", "Tomas", "Amara", "Lena", "Kofi", "Mei"))
         said = rng.sample(sorted(ATTRS), 3)
-        sessions = [[{"role": "user", "content": ATTRS[a][1].format(s=s, v=rng.choice(ATTRS[a][2]))},
-                     {"role": "assistant", "content": "Noted, thanks for telling me."}] for a in said]
+        sessions = [
+            [
+                {"role": "user", "content": ATTRS[a][1].format(s=s, v=rng.choice(ATTRS[a][2]))},
+                {"role": "assistant", "content": "Noted, thanks for telling me."},
+            ]
+            for a in said
+        ]
         absent = i % 2 == 1
         attr = rng.choice([a for a in ATTRS if a not in said]) if absent else rng.choice(said)
-        out.append({"question_id": f"lme-{i:04d}" + ("_abs" if absent else ""), "question_type": "single-session-user",
-                    "question": ATTRS[attr][0].format(s=s), "answer": "" if absent else "in the haystack",
-                    "haystack_dates": [f"2023/05/{10 + n:02d} (Wed) 10:00" for n in range(len(sessions))],
-                    "haystack_session_ids": [f"s{i}-{n}" for n in range(len(sessions))],
-                    "haystack_sessions": sessions})
+        out.append(
+            {
+                "question_id": f"lme-{i:04d}" + ("_abs" if absent else ""),
+                "question_type": "single-session-user",
+                "question": ATTRS[attr][0].format(s=s),
+                "answer": "" if absent else "in the haystack",
+                "haystack_dates": [f"2023/05/{10 + n:02d} (Wed) 10:00" for n in range(len(sessions))],
+                "haystack_session_ids": [f"s{i}-{n}" for n in range(len(sessions))],
+                "haystack_sessions": sessions,
+            }
+        )
     return out
 
 
 # ---------------------------------------------------------------- scoring
+
 
 def best_threshold(scores: Sequence[float | None], absent: Sequence[bool]) -> float:
     """The threshold with the best F1 of "nothing relevant" (abstain when score < threshold)."""
@@ -136,8 +166,9 @@ def pr(abstained: Sequence[bool], absent: Sequence[bool]) -> tuple[float, float]
     return rate(tp, sum(abstained)), rate(tp, sum(absent))
 
 
-def judge(scores: dict[str, list[float | None]], qs: Sequence[Question],
-          tune: Callable[[int], bool]) -> dict[str, dict[str, float]]:
+def judge(
+    scores: dict[str, list[float | None]], qs: Sequence[Question], tune: Callable[[int], bool]
+) -> dict[str, dict[str, float]]:
     """Per memory: threshold on the tuning questions, precision and recall on the others."""
     out = {}
     for side, values in scores.items():
@@ -179,14 +210,20 @@ def run_generated(ctx: Context, seed: int) -> tuple[dict[str, dict[str, float]],
         scores["naive"].append(theirs)
         if q.why in OUT_OF_REACH:  # the answer exists, but not for this asker at this time
             reach["questions"] += 1
-            reach["ours"] += any(h.record.subject_name == q.subject and getattr(h.record, "attribute", "") == q.attribute
-                                 for h in store.recall(q.text, by=ASKER, subject=q.subject, k=5, as_of=q.as_of))
-            reach["naive"] += any(h.item.payload.get("attribute") == q.attribute
-                                  for h in naive.search(q.text, org="acme", entity=q.subject, k=5))
+            reach["ours"] += any(
+                h.record.subject_name == q.subject and getattr(h.record, "attribute", "") == q.attribute
+                for h in store.recall(q.text, by=ASKER, subject=q.subject, k=5, as_of=q.as_of)
+            )
+            reach["naive"] += any(
+                h.item.payload.get("attribute") == q.attribute
+                for h in naive.search(q.text, org="acme", entity=q.subject, k=5)
+            )
         ctx.tick(NAME, n + 1, len(questions))
-    why: dict[str, int] = {"out_of_reach_answers_served_ours": reach["ours"],
-                           "out_of_reach_answers_served_naive": reach["naive"],
-                           "out_of_reach_questions": reach["questions"]}
+    why: dict[str, int] = {
+        "out_of_reach_answers_served_ours": reach["ours"],
+        "out_of_reach_answers_served_naive": reach["naive"],
+        "out_of_reach_questions": reach["questions"],
+    }
     for q in questions:
         why[q.why] = why.get(q.why, 0) + 1
     return judge(scores, questions, lambda i: split_of(questions[i].qid) == "tune"), len(questions), why
@@ -204,13 +241,20 @@ def run_longmemeval(ctx: Context, sample: list[dict[str, Any]]) -> tuple[dict[st
             for t, turn in enumerate(session):
                 if turn["role"] != "user":
                     continue
-                record = ml.Reference(f"lme://{inst['question_id']}/{n}/{t}", f"session {n}", turn["content"], at,
-                                      subject=subject, source="longmemeval-format@generated")
+                record = ml.Reference(
+                    f"lme://{inst['question_id']}/{n}/{t}",
+                    f"session {n}",
+                    turn["content"],
+                    at,
+                    subject=subject,
+                    source="longmemeval-format@generated",
+                )
                 clock.set(at)
                 res = store.write(record, by=CURATOR, scope=TEAM)
                 naive.add([naive_item(record, res.record_id, TEAM, at)])
-        questions.append(Question(inst["question_id"], inst["question"], subject,
-                                  inst["question_id"].endswith("_abs"), "lme"))
+        questions.append(
+            Question(inst["question_id"], inst["question"], subject, inst["question_id"].endswith("_abs"), "lme")
+        )
     clock.set(datetime(2023, 7, 1, tzinfo=UTC))
     scores: dict[str, list[float | None]] = {"ours": [], "naive": []}
     for q in questions:
@@ -241,16 +285,32 @@ def run_locomo(ctx: Context, folder: Path) -> tuple[dict[str, dict[str, float]],
         while f"session_{n}" in conv:
             at = _locomo_time(conv[f"session_{n}_date_time"])
             last = max(last, at)
-            records = [ml.Reference(f"locomo://{file.stem}/{turn['dia_id']}", f"{turn['speaker']}, session {n}",
-                                    f"{turn['speaker']} (session {n}): {turn['text']}", at, subject=subject,
-                                    source="locomo-dev") for turn in conv[f"session_{n}"]]
+            records = [
+                ml.Reference(
+                    f"locomo://{file.stem}/{turn['dia_id']}",
+                    f"{turn['speaker']}, session {n}",
+                    f"{turn['speaker']} (session {n}): {turn['text']}",
+                    at,
+                    subject=subject,
+                    source="locomo-dev",
+                )
+                for turn in conv[f"session_{n}"]
+            ]
             clock.set(at)
             result = store.write_many(records, by=CURATOR, scope=TEAM)
             naive.add([naive_item(r, res.record_id, TEAM, at) for r, res in zip(records, result, strict=True)])
             n += 1
         for i, qa in enumerate(conv["qa"]):
-            questions.append(Question(f"{file.stem}-{i}", str(qa["question"]), subject, qa.get("category") == 5,
-                                      f"locomo cat {qa.get('category')}", last + timedelta(days=1)))
+            questions.append(
+                Question(
+                    f"{file.stem}-{i}",
+                    str(qa["question"]),
+                    subject,
+                    qa.get("category") == 5,
+                    f"locomo cat {qa.get('category')}",
+                    last + timedelta(days=1),
+                )
+            )
             conv_of.append(file.stem)
         ctx.tick(f"{NAME} (locomo)", len(questions), len(questions))
     clock.set(max(q.as_of for q in questions if q.as_of) + timedelta(days=1))
@@ -276,8 +336,12 @@ def run_locomo(ctx: Context, folder: Path) -> tuple[dict[str, dict[str, float]],
     out = {}
     for side in scores:
         p, r = pr(pooled[side]["a"], pooled[side]["t"])
-        out[side] = {"threshold": sum(thresholds[side]) / len(thresholds[side]), "precision": p, "recall": r,
-                     "questions": len(pooled[side]["a"])}
+        out[side] = {
+            "threshold": sum(thresholds[side]) / len(thresholds[side]),
+            "precision": p,
+            "recall": r,
+            "questions": len(pooled[side]["a"]),
+        }
     return out, len(questions), sum(q.absent for q in questions)
 
 
@@ -287,38 +351,77 @@ def run(ctx: Context) -> EvalResult:
     lme, n_lme = run_longmemeval(ctx, longmemeval_sample(seed + 1, ctx.size("abstention.lme", 12, 100)))
     data = f"generated members (seed {seed}, {n_gen} questions)"
     metrics = [
-        Metric("precision of 'nothing relevant' (generated; held-out half)", gen["ours"]["precision"],
-               gen["naive"]["precision"], unit="score", short="precision (generated)"),
-        Metric("out-of-reach questions (another scope, forgotten, learned later) served their answer",
-               rate(why["out_of_reach_answers_served_ours"], why["out_of_reach_questions"]),
-               rate(why["out_of_reach_answers_served_naive"], why["out_of_reach_questions"]),
-               (Gate("ours", "==", 0),), short="out-of-reach answers served"),
-        Metric("F1 of 'nothing relevant' (generated; held-out half): ours minus naive",
-               f1(gen["ours"]) - f1(gen["naive"]), gates=(Gate("ours", ">", 0),), unit="score"),
-        Metric("recall of 'nothing relevant' (generated; held-out half)", gen["ours"]["recall"],
-               gen["naive"]["recall"], unit="score", short="recall (generated)",
-               note=f"thresholds chosen on the tuning half: ours hit.score < {gen['ours']['threshold']:.3f}, naive "
-                    f"cosine < {gen['naive']['threshold']:.3f}; question kinds "
-                    + ", ".join(f"{k} {v}" for k, v in why.items() if not k.startswith("out_of_reach"))),
-        Metric("precision of 'nothing relevant' (LongMemEval-format _abs, generated)", lme["ours"]["precision"],
-               lme["naive"]["precision"], unit="score", data=f"generated LongMemEval-format sample (seed {seed + 1}, "
-               f"{n_lme} questions)", short="precision (LongMemEval _abs)"),
-        Metric("recall of 'nothing relevant' (LongMemEval-format _abs, generated)", lme["ours"]["recall"],
-               lme["naive"]["recall"], unit="score", data=f"generated LongMemEval-format sample (seed {seed + 1}, "
-               f"{n_lme} questions)", short="recall (LongMemEval _abs)",
-               note=f"thresholds: ours < {lme['ours']['threshold']:.3f}, naive < {lme['naive']['threshold']:.3f}"),
+        Metric(
+            "precision of 'nothing relevant' (generated; held-out half)",
+            gen["ours"]["precision"],
+            gen["naive"]["precision"],
+            unit="score",
+            short="precision (generated)",
+        ),
+        Metric(
+            "out-of-reach questions (another scope, forgotten, learned later) served their answer",
+            rate(why["out_of_reach_answers_served_ours"], why["out_of_reach_questions"]),
+            rate(why["out_of_reach_answers_served_naive"], why["out_of_reach_questions"]),
+            (Gate("ours", "==", 0),),
+            short="out-of-reach answers served",
+        ),
+        Metric(
+            "F1 of 'nothing relevant' (generated; held-out half): ours minus naive",
+            f1(gen["ours"]) - f1(gen["naive"]),
+            gates=(Gate("ours", ">", 0),),
+            unit="score",
+        ),
+        Metric(
+            "recall of 'nothing relevant' (generated; held-out half)",
+            gen["ours"]["recall"],
+            gen["naive"]["recall"],
+            unit="score",
+            short="recall (generated)",
+            note=f"thresholds chosen on the tuning half: ours hit.score < {gen['ours']['threshold']:.3f}, naive "
+            f"cosine < {gen['naive']['threshold']:.3f}; question kinds "
+            + ", ".join(f"{k} {v}" for k, v in why.items() if not k.startswith("out_of_reach")),
+        ),
+        Metric(
+            "precision of 'nothing relevant' (LongMemEval-format _abs, generated)",
+            lme["ours"]["precision"],
+            lme["naive"]["precision"],
+            unit="score",
+            data=f"generated LongMemEval-format sample (seed {seed + 1}, {n_lme} questions)",
+            short="precision (LongMemEval _abs)",
+        ),
+        Metric(
+            "recall of 'nothing relevant' (LongMemEval-format _abs, generated)",
+            lme["ours"]["recall"],
+            lme["naive"]["recall"],
+            unit="score",
+            data=f"generated LongMemEval-format sample (seed {seed + 1}, {n_lme} questions)",
+            short="recall (LongMemEval _abs)",
+            note=f"thresholds: ours < {lme['ours']['threshold']:.3f}, naive < {lme['naive']['threshold']:.3f}",
+        ),
     ]
     details: dict[str, Any] = {"generated": gen, "longmemeval_format": lme}
     if ctx.data is not None and (loco := run_locomo(ctx, ctx.data)) is not None:
         res, n, absent = loco
         label = f"LoCoMo dev ({ctx.data}; {n} questions, {absent} category 5; leave-one-conversation-out)"
         metrics += [
-            Metric("precision of 'nothing relevant' (LoCoMo category 5)", res["ours"]["precision"],
-                   res["naive"]["precision"], unit="score", data=label, short="precision (LoCoMo cat 5)"),
-            Metric("recall of 'nothing relevant' (LoCoMo category 5)", res["ours"]["recall"], res["naive"]["recall"],
-                   unit="score", data=label, short="recall (LoCoMo cat 5)",
-                   note=f"mean thresholds over the five folds: ours < {res['ours']['threshold']:.3f}, naive < "
-                        f"{res['naive']['threshold']:.3f}"),
+            Metric(
+                "precision of 'nothing relevant' (LoCoMo category 5)",
+                res["ours"]["precision"],
+                res["naive"]["precision"],
+                unit="score",
+                data=label,
+                short="precision (LoCoMo cat 5)",
+            ),
+            Metric(
+                "recall of 'nothing relevant' (LoCoMo category 5)",
+                res["ours"]["recall"],
+                res["naive"]["recall"],
+                unit="score",
+                data=label,
+                short="recall (LoCoMo cat 5)",
+                note=f"mean thresholds over the five folds: ours < {res['ours']['threshold']:.3f}, naive < "
+                f"{res['naive']['threshold']:.3f}",
+            ),
         ]
         details["locomo"] = res
     return EvalResult(NAME, data, metrics, details)

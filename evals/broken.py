@@ -105,8 +105,9 @@ class ServesEveryVersion(_Proxy):
         current = self._store.get_fact(subject, attribute, **kwargs)
         if current is None:
             return None
-        versions = self._versions(("fact" if kwargs.get("kind", "fact") == "fact" else "preference",
-                                   subject.casefold(), attribute.casefold()))
+        versions = self._versions(
+            ("fact" if kwargs.get("kind", "fact") == "fact" else "preference", subject.casefold(), attribute.casefold())
+        )
         return versions[0] if versions else current
 
 
@@ -120,8 +121,9 @@ class SkipsTombstones(_Proxy):
 
 class WidensScope(_Proxy):
     def _principals(self, by: ml.Principal) -> list[ml.Principal]:
-        scopes = {by.scope} | {(scope or who.scope) for _, _, who, scope in self._written
-                               if (scope or who.scope).org == by.scope.org}
+        scopes = {by.scope} | {
+            (scope or who.scope) for _, _, who, scope in self._written if (scope or who.scope).org == by.scope.org
+        }
         return [by] + [ml.Principal(by.id, s, role=by.role) for s in sorted(scopes, key=str) if s != by.scope]
 
     def recall(self, query: str, **kwargs: Any) -> Any:
@@ -144,8 +146,10 @@ class WidensScope(_Proxy):
 
 class DropsProvenance(_Proxy):
     def recall(self, query: str, **kwargs: Any) -> Any:
-        return [_Hit(h.record.replace(source="", evidence=None), h.score, h.why, h.kind, h.text)
-                for h in self._store.recall(query, **kwargs)]
+        return [
+            _Hit(h.record.replace(source="", evidence=None), h.score, h.why, h.kind, h.text)
+            for h in self._store.recall(query, **kwargs)
+        ]
 
     def get_fact(self, subject: str, attribute: str, **kwargs: Any) -> Any:
         fact = self._store.get_fact(subject, attribute, **kwargs)
@@ -153,6 +157,9 @@ class DropsProvenance(_Proxy):
 
 
 BROKEN: dict[str, type[_Proxy]] = {
-    "ignores_as_of": IgnoresAsOf, "serves_every_version": ServesEveryVersion, "skips_tombstones": SkipsTombstones,
-    "widens_scope": WidensScope, "drops_provenance": DropsProvenance,
+    "ignores_as_of": IgnoresAsOf,
+    "serves_every_version": ServesEveryVersion,
+    "skips_tombstones": SkipsTombstones,
+    "widens_scope": WidensScope,
+    "drops_provenance": DropsProvenance,
 }

@@ -37,27 +37,82 @@ def generate(seed: int, accounts: int) -> tuple[list[Event], list[tuple[str, str
         subject = f"account:{n:03d}"
         t = day(rng.uniform(0, 5))
         for v in range(rng.randint(2, 4)):  # the org's value changes over time
-            events.append(Event(t, STEWARD, ml.Fact(subject, "sla_tier", f"SLA tier {rng.choice('ABCDE')}{v}", t,
-                                                    source="contracts@v1", evidence=f"contract:{subject}/{v}"),
-                                scope=ORG))
+            events.append(
+                Event(
+                    t,
+                    STEWARD,
+                    ml.Fact(
+                        subject,
+                        "sla_tier",
+                        f"SLA tier {rng.choice('ABCDE')}{v}",
+                        t,
+                        source="contracts@v1",
+                        evidence=f"contract:{subject}/{v}",
+                    ),
+                    scope=ORG,
+                )
+            )
             t += timedelta(days=rng.uniform(5, 30))
         if rng.random() < 0.6:  # a team's own value for the slot
             team = rng.choice(TEAMS)
-            events.append(Event(t, STEWARD, ml.Fact(subject, "sla_tier", f"{team.team} SLA tier override", t,
-                                                    source="contracts@v1", evidence=f"contract:{subject}/team"),
-                                scope=team))
+            events.append(
+                Event(
+                    t,
+                    STEWARD,
+                    ml.Fact(
+                        subject,
+                        "sla_tier",
+                        f"{team.team} SLA tier override",
+                        t,
+                        source="contracts@v1",
+                        evidence=f"contract:{subject}/team",
+                    ),
+                    scope=team,
+                )
+            )
     # episodes: on each service an action failed on v1.x (long ago) and fixed on v2.x; both on v2.x sometimes
     releases: list[tuple[str, str, str]] = []
     for service in SERVICES:
         for action in rng.sample(ACTIONS, 2):
             old = day(rng.uniform(0, 10))
-            events.append(Event(old, STEWARD, ml.Episode(
-                service, "prod", f"{service} 5xx spike", action, "failed", old, version_from="v1.0", version_to="v1.9",
-                evidence=f"https://incidents.example/{service}-{action[:6]}-old", source="oncall@v3"), scope=ORG))
+            events.append(
+                Event(
+                    old,
+                    STEWARD,
+                    ml.Episode(
+                        service,
+                        "prod",
+                        f"{service} 5xx spike",
+                        action,
+                        "failed",
+                        old,
+                        version_from="v1.0",
+                        version_to="v1.9",
+                        evidence=f"https://incidents.example/{service}-{action[:6]}-old",
+                        source="oncall@v3",
+                    ),
+                    scope=ORG,
+                )
+            )
             new = day(rng.uniform(150, 170))
-            events.append(Event(new, STEWARD, ml.Episode(
-                service, "prod", f"{service} 5xx spike", action, "fixed", new, version_from="v2.0",
-                evidence=f"https://incidents.example/{service}-{action[:6]}-new", source="oncall@v3"), scope=ORG))
+            events.append(
+                Event(
+                    new,
+                    STEWARD,
+                    ml.Episode(
+                        service,
+                        "prod",
+                        f"{service} 5xx spike",
+                        action,
+                        "fixed",
+                        new,
+                        version_from="v2.0",
+                        evidence=f"https://incidents.example/{service}-{action[:6]}-new",
+                        source="oncall@v3",
+                    ),
+                    scope=ORG,
+                )
+            )
             releases.append((service, action, "v2.3"))
     return events, releases
 
@@ -97,13 +152,17 @@ def run(ctx: Context) -> EvalResult:
             subject = f"account:{a:03d}"
             question = f"what SLA tier does {subject} have"
             hits = store.recall(question, by=reader, subject=subject, kinds=["fact"], k=8)
-            ours = [(h.record.subject_name, str(getattr(h.record, "attribute", "")), str(getattr(h.record, "value", "")))
-                    for h in hits]
+            ours = [
+                (h.record.subject_name, str(getattr(h.record, "attribute", "")), str(getattr(h.record, "value", "")))
+                for h in hits
+            ]
             fact = store.get_fact(subject, "sla_tier", by=reader)
             if fact is not None:
                 ours.append((subject, "sla_tier", str(fact.value)))
-            theirs = [(h.item.entity, str(h.item.payload.get("attribute")), str(h.item.payload.get("value")))
-                      for h in naive.search(question, org="acme", entity=subject, kinds=["fact"], k=8)]
+            theirs = [
+                (h.item.entity, str(h.item.payload.get("attribute")), str(h.item.payload.get("value")))
+                for h in naive.search(question, org="acme", entity=subject, kinds=["fact"], k=8)
+            ]
             asked["slot"] += 1
             conflicts["ours"]["slot"] += slot_conflicts(ours)
             conflicts["naive"]["slot"] += slot_conflicts(theirs)
@@ -113,25 +172,40 @@ def run(ctx: Context) -> EvalResult:
             version = "v2.3"
             eps = store.episodes(service=service, env="prod", by=reader, version=version, k=10)
             ours_e = [(e.service, e.action, e.outcome) for e in eps]
-            hits = store.recall(f"{service} 5xx spike: what worked", by=reader, kinds=["episode"],
-                                filters={"service": service}, k=10)
+            hits = store.recall(
+                f"{service} 5xx spike: what worked", by=reader, kinds=["episode"], filters={"service": service}, k=10
+            )
             ours_e += [(h.record.service, h.record.action, h.record.outcome) for h in hits]
-            theirs_e = [(str(h.item.payload["service"]), str(h.item.payload["action"]), str(h.item.payload["outcome"]))
-                        for h in naive.search(f"{service} 5xx spike: what worked", org="acme", kinds=["episode"],
-                                              where={"service": service}, k=10)]
+            theirs_e = [
+                (str(h.item.payload["service"]), str(h.item.payload["action"]), str(h.item.payload["outcome"]))
+                for h in naive.search(
+                    f"{service} 5xx spike: what worked", org="acme", kinds=["episode"], where={"service": service}, k=10
+                )
+            ]
             asked["episode"] += 1
             conflicts["ours"]["episode"] += outcome_conflicts(ours_e)
             conflicts["naive"]["episode"] += outcome_conflicts(theirs_e)
             n += 1
             ctx.tick(NAME, n, total)
     metrics = [
-        Metric("questions whose served items disagree on one slot", rate(conflicts["ours"]["slot"], asked["slot"]),
-               rate(conflicts["naive"]["slot"], asked["slot"]), (Gate("ours", "==", 0),), short="slot contradictions"),
-        Metric("questions whose served episodes disagree on one service and action (release v2.3)",
-               rate(conflicts["ours"]["episode"], asked["episode"]),
-               rate(conflicts["naive"]["episode"], asked["episode"]), (Gate("ours", "==", 0),),
-               short="service+action contradictions"),
+        Metric(
+            "questions whose served items disagree on one slot",
+            rate(conflicts["ours"]["slot"], asked["slot"]),
+            rate(conflicts["naive"]["slot"], asked["slot"]),
+            (Gate("ours", "==", 0),),
+            short="slot contradictions",
+        ),
+        Metric(
+            "questions whose served episodes disagree on one service and action (release v2.3)",
+            rate(conflicts["ours"]["episode"], asked["episode"]),
+            rate(conflicts["naive"]["episode"], asked["episode"]),
+            (Gate("ours", "==", 0),),
+            short="service+action contradictions",
+        ),
     ]
-    details: dict[str, Any] = {"slot_questions": asked["slot"], "episode_questions": asked["episode"],
-                               "releases_asked": sorted({r[2] for r in releases})}
+    details: dict[str, Any] = {
+        "slot_questions": asked["slot"],
+        "episode_questions": asked["episode"],
+        "releases_asked": sorted({r[2] for r in releases}),
+    }
     return EvalResult(NAME, f"generated accounts and incidents (seed {seed}, {accounts} accounts)", metrics, details)

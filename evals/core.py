@@ -31,12 +31,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Generator seeds of the suite's datasets. No test uses these: tests pass their own seeds.
 SEEDS: dict[str, int] = {
-    "temporal": 150_001, "knowledge_update": 150_002, "provenance": 150_003, "forgetting": 150_004,
-    "scope": 150_005, "abstention": 150_006, "contradiction": 150_007, "skew": 150_008, "policy": 150_009,
+    "temporal": 150_001,
+    "knowledge_update": 150_002,
+    "provenance": 150_003,
+    "forgetting": 150_004,
+    "scope": 150_005,
+    "abstention": 150_006,
+    "contradiction": 150_007,
+    "skew": 150_008,
+    "policy": 150_009,
 }
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    "==": operator.eq, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt,
+    "==": operator.eq,
+    "<=": operator.le,
+    ">=": operator.ge,
+    "<": operator.lt,
+    ">": operator.gt,
 }
 
 
@@ -76,9 +87,17 @@ class Metric:
         return all(g.check(self) for g in self.gates)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "ours": self.ours, "naive": self.naive, "unit": self.unit,
-                "gates": [str(g) for g in self.gates], "passed": self.passed, "data": self.data,
-                "note": self.note, "short": self.short}
+        return {
+            "name": self.name,
+            "ours": self.ours,
+            "naive": self.naive,
+            "unit": self.unit,
+            "gates": [str(g) for g in self.gates],
+            "passed": self.passed,
+            "data": self.data,
+            "note": self.note,
+            "short": self.short,
+        }
 
 
 @dataclass
@@ -100,12 +119,22 @@ class EvalResult:
         return all(m.passed is not False for m in self.metrics)
 
     def failures(self) -> list[str]:
-        return [f"{self.name}: {m.name}: ours={fmt(m.ours, m.unit)} naive={fmt(m.naive, m.unit)} fails "
-                + " and ".join(str(g) for g in m.gates if not g.check(m)) for m in self.metrics if m.passed is False]
+        return [
+            f"{self.name}: {m.name}: ours={fmt(m.ours, m.unit)} naive={fmt(m.naive, m.unit)} fails "
+            + " and ".join(str(g) for g in m.gates if not g.check(m))
+            for m in self.metrics
+            if m.passed is False
+        ]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "data": self.data, "passed": self.passed, "seconds": round(self.seconds, 2),
-                "metrics": [m.to_dict() for m in self.metrics], "details": self.details}
+        return {
+            "name": self.name,
+            "data": self.data,
+            "passed": self.passed,
+            "seconds": round(self.seconds, 2),
+            "metrics": [m.to_dict() for m in self.metrics],
+            "details": self.details,
+        }
 
 
 def fmt(value: float | None, unit: str = "rate") -> str:
@@ -123,10 +152,20 @@ def rate(hits: int, total: int) -> float:
 def commit_label(root: Path = ROOT) -> str:
     """The checkout's commit (with ``+dirty`` when the tree has changes), or "unknown"."""
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{head}+dirty" if dirty else (head or "unknown")
@@ -209,6 +248,7 @@ class Context:
 
 # ---------------------------------------------------------------- the same records into both memories
 
+
 @dataclass(frozen=True)
 class Event:
     """One write in a generated history: at system time *at*, *by* writes *record* (at *scope*)."""
@@ -233,18 +273,38 @@ def text_of(record: ml.Envelope) -> str:
     return str(getattr(record, "value", ""))
 
 
-def naive_item(record: ml.Envelope, record_id: str, scope: ml.Scope, ingested_at: datetime,
-               label: str = "") -> NaiveItem:
-    payload = {k: getattr(record, k) for k in ("attribute", "value", "service", "env", "action", "outcome",
-                                                "symptom", "uri", "policy_id") if hasattr(record, k)}
-    return NaiveItem(record_id=record_id, kind=record.kind, text=text_of(record), entity=record.subject_name,
-                     org=scope.org, scope=scope.path, source=record.source, evidence=record.evidence,
-                     event_time=record.valid_interval[0] or ingested_at, ingested_at=ingested_at,
-                     label=label, payload=payload)
+def naive_item(
+    record: ml.Envelope, record_id: str, scope: ml.Scope, ingested_at: datetime, label: str = ""
+) -> NaiveItem:
+    payload = {
+        k: getattr(record, k)
+        for k in ("attribute", "value", "service", "env", "action", "outcome", "symptom", "uri", "policy_id")
+        if hasattr(record, k)
+    }
+    return NaiveItem(
+        record_id=record_id,
+        kind=record.kind,
+        text=text_of(record),
+        entity=record.subject_name,
+        org=scope.org,
+        scope=scope.path,
+        source=record.source,
+        evidence=record.evidence,
+        event_time=record.valid_interval[0] or ingested_at,
+        ingested_at=ingested_at,
+        label=label,
+        payload=payload,
+    )
 
 
-def ingest(events: Iterable[Event], store: Any, naive: NaiveMemory | None, clock: SimClock,
-           *, on_write: Callable[[Event, Any], None] | None = None) -> dict[str, str]:
+def ingest(
+    events: Iterable[Event],
+    store: Any,
+    naive: NaiveMemory | None,
+    clock: SimClock,
+    *,
+    on_write: Callable[[Event, Any], None] | None = None,
+) -> dict[str, str]:
     """Write *events* in time order through the store's one write path (the clock at each event's
     time), and the same records into the naive memory; returns record ids by event label."""
     ids: dict[str, str] = {}
@@ -260,8 +320,9 @@ def ingest(events: Iterable[Event], store: Any, naive: NaiveMemory | None, clock
             if event.label:
                 ids[event.label] = res.record_id
             if naive is not None:
-                naive.add([naive_item(event.record, res.record_id, event.scope or event.by.scope, event.at,
-                                      event.label)])
+                naive.add(
+                    [naive_item(event.record, res.record_id, event.scope or event.by.scope, event.at, event.label)]
+                )
             if on_write is not None:
                 on_write(event, res)
         batch.clear()

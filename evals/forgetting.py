@@ -52,24 +52,82 @@ def canary(rng: random.Random) -> str:
 def customer_events(subject: str, can: str, t: datetime) -> list[Event]:
     """A customer's memory in every kind, and a summary derived from it about a segment."""
     ev = [
-        Event(t, CURATOR, ml.Fact(subject, "delivery_note", f"{can} leave parcels at the blue door", t,
-                                  source="crm-sync@v4", evidence=f"crm:{subject}/1"), label=f"{subject}|fact1"),
-        Event(t + timedelta(days=1), CURATOR, ml.Fact(subject, "delivery_note", f"{can} leave parcels with the "
-                                                      "neighbour", t + timedelta(days=1), source="crm-sync@v4",
-                                                      evidence=f"crm:{subject}/2"), label=f"{subject}|fact2"),
-        Event(t + timedelta(days=1, hours=1), CURATOR, ml.Preference(
-            subject, "contact_channel", f"{can} sms only", t + timedelta(days=1), source="crm-sync@v4",
-            evidence=f"crm:{subject}/3"), label=f"{subject}|pref"),
-        Event(t + timedelta(days=1, hours=2), CURATOR, ml.Episode(
-            "checkout", "prod", f"{can} refund stuck at checkout", "re-ran the refund job", "fixed",
-            t + timedelta(days=1), subject=subject, evidence=f"https://tickets.example/{can}",
-            source="support-log@v2"), label=f"{subject}|episode"),
-        Event(t + timedelta(days=1, hours=3), CURATOR, ml.Reference(
-            f"https://crm.example/{can}", "support ticket", f"{can} ticket body: parcel lost twice",
-            t + timedelta(days=1), subject=subject, source="crm@v2"), label=f"{subject}|reference"),
-        Event(t + timedelta(days=1, hours=4), MEMBER, ml.Note(
-            f"sess-{can}", "scratch", f"{can} call back about the parcel", ttl=timedelta(days=365), subject=subject),
-            label=f"{subject}|note"),
+        Event(
+            t,
+            CURATOR,
+            ml.Fact(
+                subject,
+                "delivery_note",
+                f"{can} leave parcels at the blue door",
+                t,
+                source="crm-sync@v4",
+                evidence=f"crm:{subject}/1",
+            ),
+            label=f"{subject}|fact1",
+        ),
+        Event(
+            t + timedelta(days=1),
+            CURATOR,
+            ml.Fact(
+                subject,
+                "delivery_note",
+                f"{can} leave parcels with the neighbour",
+                t + timedelta(days=1),
+                source="crm-sync@v4",
+                evidence=f"crm:{subject}/2",
+            ),
+            label=f"{subject}|fact2",
+        ),
+        Event(
+            t + timedelta(days=1, hours=1),
+            CURATOR,
+            ml.Preference(
+                subject,
+                "contact_channel",
+                f"{can} sms only",
+                t + timedelta(days=1),
+                source="crm-sync@v4",
+                evidence=f"crm:{subject}/3",
+            ),
+            label=f"{subject}|pref",
+        ),
+        Event(
+            t + timedelta(days=1, hours=2),
+            CURATOR,
+            ml.Episode(
+                "checkout",
+                "prod",
+                f"{can} refund stuck at checkout",
+                "re-ran the refund job",
+                "fixed",
+                t + timedelta(days=1),
+                subject=subject,
+                evidence=f"https://tickets.example/{can}",
+                source="support-log@v2",
+            ),
+            label=f"{subject}|episode",
+        ),
+        Event(
+            t + timedelta(days=1, hours=3),
+            CURATOR,
+            ml.Reference(
+                f"https://crm.example/{can}",
+                "support ticket",
+                f"{can} ticket body: parcel lost twice",
+                t + timedelta(days=1),
+                subject=subject,
+                source="crm@v2",
+            ),
+            label=f"{subject}|reference",
+        ),
+        Event(
+            t + timedelta(days=1, hours=4),
+            MEMBER,
+            ml.Note(
+                f"sess-{can}", "scratch", f"{can} call back about the parcel", ttl=timedelta(days=365), subject=subject
+            ),
+            label=f"{subject}|note",
+        ),
     ]
     return ev
 
@@ -80,8 +138,10 @@ def _mentions(text: str, canaries: Iterable[str]) -> bool:
 
 
 def _record_text(record: Any) -> str:
-    return " ".join(str(getattr(record, f, "") or "") for f in ("value", "content", "symptom", "action", "uri",
-                                                                 "evidence", "subject", "key", "title"))
+    return " ".join(
+        str(getattr(record, f, "") or "")
+        for f in ("value", "content", "symptom", "action", "uri", "evidence", "subject", "key", "title")
+    )
 
 
 def served_by_store(store: Any, customers: dict[str, str], at_times: Sequence[datetime]) -> int:
@@ -92,11 +152,13 @@ def served_by_store(store: Any, customers: dict[str, str], at_times: Sequence[da
     for subject, can in customers.items():
         bases: list[dict[str, Any]] = [{}] + [{"as_of": t} for t in at_times]
         for basis in bases:
-            for h in store.recall(f"{can} parcel delivery refund sms", by=MEMBER, subject=subject, kinds=kinds,
-                                  k=20, **basis):
+            for h in store.recall(
+                f"{can} parcel delivery refund sms", by=MEMBER, subject=subject, kinds=kinds, k=20, **basis
+            ):
                 count += _mentions(h.text + " " + _record_text(h.record), cans)
-            for h in store.recall(f"{can} parcel delivery refund summary segment", by=MEMBER, kinds=kinds, k=30,
-                                  **basis):
+            for h in store.recall(
+                f"{can} parcel delivery refund summary segment", by=MEMBER, kinds=kinds, k=30, **basis
+            ):
                 count += _mentions(h.text + " " + _record_text(h.record), cans)
             fact = store.get_fact(subject, "delivery_note", by=MEMBER, **basis)
             count += fact is not None and _mentions(_record_text(fact), cans)
@@ -114,8 +176,9 @@ def served_by_naive(naive: NaiveMemory, customers: dict[str, str]) -> int:
     cans = list(customers.values())
     count = 0
     for subject, can in customers.items():
-        count += sum(_mentions(h.item.text, cans) for h in naive.search(f"{can} parcel", org="acme", entity=subject,
-                                                                        k=20))
+        count += sum(
+            _mentions(h.item.text, cans) for h in naive.search(f"{can} parcel", org="acme", entity=subject, k=20)
+        )
         count += sum(_mentions(h.item.text, cans) for h in naive.search(f"{can} parcel summary", org="acme", k=30))
     return count
 
@@ -133,7 +196,7 @@ def byte_scan(roots: Sequence[Path], needles: Iterable[str]) -> int:
             if file.suffix == ".parquet":
                 try:
                     decoded = repr(pq.read_table(file).to_pylist()).lower()
-                except Exception:  # noqa: BLE001 - a file being rewritten is scanned raw only
+                except Exception:
                     decoded = ""
             found += sum(raw.count(n) + decoded.count(n) for n in wanted)
     return found
@@ -168,10 +231,22 @@ def run(ctx: Context) -> EvalResult:
         backfill[subject] = own
         events += own
     ids = ingest(events, store, naive, clock)
-    derived = [Event(day(30), WORKER, ml.Fact(f"segment:s{n % 3}", f"digest_{n}", f"digest of {subject}: {can} "
-                                              "prefers sms", day(30), derived_from=(ids[f"{subject}|fact2"],),
-                                              source="summariser@v3"), label=f"{subject}|derived")
-               for n, (subject, can) in enumerate({**forgotten, **kept}.items())]
+    derived = [
+        Event(
+            day(30),
+            WORKER,
+            ml.Fact(
+                f"segment:s{n % 3}",
+                f"digest_{n}",
+                f"digest of {subject}: {can} prefers sms",
+                day(30),
+                derived_from=(ids[f"{subject}|fact2"],),
+                source="summariser@v3",
+            ),
+            label=f"{subject}|derived",
+        )
+        for n, (subject, can) in enumerate({**forgotten, **kept}.items())
+    ]
     ingest(derived, store, naive, clock)
     before = day(31)
     clock.set(before + timedelta(hours=1))
@@ -202,8 +277,14 @@ def run(ctx: Context) -> EvalResult:
     naive_attempts = dict.fromkeys(attempts, 0)
     clock.set(day(42))
     for subject, can in forgotten.items():
-        record = ml.Fact(subject, "delivery_note", f"{can} late summary from a stale worker", day(39),
-                         source="summary-worker@v1", evidence=f"crm:{subject}/late")
+        record = ml.Fact(
+            subject,
+            "delivery_note",
+            f"{can} late summary from a stale worker",
+            day(39),
+            source="summary-worker@v1",
+            evidence=f"crm:{subject}/late",
+        )
         _attempt(partial(store.write, record, by=WORKER, generation=generations[subject]))
         hit = served_by_store(store, {subject: can}, []) > 0
         attempts["stale worker"] += hit
@@ -233,19 +314,45 @@ def run(ctx: Context) -> EvalResult:
 
     total = len(forgotten)
     metrics = [
-        Metric("items of forgotten customers served after forget, at any basis and read path", float(served),
-               float(naive_served), (Gate("ours", "==", 0),), unit="count", short="served after forget"),
-        Metric("canary occurrences a byte scan finds after purge", float(leftover), float(naive_leftover),
-               (Gate("ours", "==", 0),), unit="count", short="bytes left after purge"),
-        Metric("resurrection attempts that succeeded (stale worker, re-run backfill, backup restore)",
-               float(sum(attempts.values())), float(sum(naive_attempts.values())), (Gate("ours", "==", 0),),
-               unit="count", short="resurrections",
-               note="; ".join(f"{k}: {v}/{total} ours, {naive_attempts[k]}/{total} naive" for k, v in attempts.items())),
-        Metric("canary occurrences after the restored backup was purged", float(after_restore),
-               gates=(Gate("ours", "==", 0),), unit="count"),
-        Metric("customers not forgotten still served", 1.0 if kept_ok else 0.0, gates=(Gate("ours", "==", 1),),
-               unit="score"),
+        Metric(
+            "items of forgotten customers served after forget, at any basis and read path",
+            float(served),
+            float(naive_served),
+            (Gate("ours", "==", 0),),
+            unit="count",
+            short="served after forget",
+        ),
+        Metric(
+            "canary occurrences a byte scan finds after purge",
+            float(leftover),
+            float(naive_leftover),
+            (Gate("ours", "==", 0),),
+            unit="count",
+            short="bytes left after purge",
+        ),
+        Metric(
+            "resurrection attempts that succeeded (stale worker, re-run backfill, backup restore)",
+            float(sum(attempts.values())),
+            float(sum(naive_attempts.values())),
+            (Gate("ours", "==", 0),),
+            unit="count",
+            short="resurrections",
+            note="; ".join(f"{k}: {v}/{total} ours, {naive_attempts[k]}/{total} naive" for k, v in attempts.items()),
+        ),
+        Metric(
+            "canary occurrences after the restored backup was purged",
+            float(after_restore),
+            gates=(Gate("ours", "==", 0),),
+            unit="count",
+        ),
+        Metric(
+            "customers not forgotten still served",
+            1.0 if kept_ok else 0.0,
+            gates=(Gate("ours", "==", 1),),
+            unit="score",
+        ),
     ]
     details = {"forgotten": total, "kept": len(kept), "attempts": attempts, "naive_attempts": naive_attempts}
-    return EvalResult(NAME, f"generated customers (seed {seed}, {total} forgotten of {total + len(kept)})",
-                      metrics, details)
+    return EvalResult(
+        NAME, f"generated customers (seed {seed}, {total} forgotten of {total + len(kept)})", metrics, details
+    )

@@ -29,8 +29,12 @@ ASKER = ml.Principal("assistant", ml.Scope("acme", "accounts", "helpdesk", "assi
 PLANS = ("Free Starter", "Team Basic", "Team Pro", "Enterprise Pro", "Enterprise Plus")
 CITIES = ("Lisbon", "Porto", "Madrid", "Lyon", "Berlin", "Gdansk", "Oslo", "Turin", "Leeds", "Ghent")
 CHANNELS = ("email only", "sms only", "phone after 15:00", "chat during office hours", "no contact on weekends")
-QUESTIONS = {"plan": "which subscription plan is {s} on", "city": "which city does {s} live in",
-             "contact": "how does {s} want to be contacted", "trial": "is {s} on a trial of an add-on"}
+QUESTIONS = {
+    "plan": "which subscription plan is {s} on",
+    "city": "which city does {s} live in",
+    "contact": "how does {s} want to be contacted",
+    "trial": "is {s} on a trial of an add-on",
+}
 TTL = timedelta(days=30)
 
 
@@ -50,17 +54,32 @@ def generate(seed: int, users: int, now: datetime) -> tuple[list[Event], list[Ve
     events: list[Event] = []
     versions: list[Version] = []
 
-    def add(subject: str, attribute: str, kind: str, value: str, valid_from: datetime,
-            valid_to: datetime | None = None) -> None:
+    def add(
+        subject: str, attribute: str, kind: str, value: str, valid_from: datetime, valid_to: datetime | None = None
+    ) -> None:
         label = f"{subject}|{attribute}|{len(versions)}"
         versions.append(Version(label, subject, attribute, kind, value, valid_from, valid_to))
         lag = timedelta(minutes=rng.randrange(1, 600))
         if kind == "preference":
-            record: ml.Envelope = ml.Preference(subject, attribute, value, valid_from, ttl=TTL, source="crm-sync@v4",
-                                                evidence=f"crm:{subject}/{attribute}/{len(versions)}")
+            record: ml.Envelope = ml.Preference(
+                subject,
+                attribute,
+                value,
+                valid_from,
+                ttl=TTL,
+                source="crm-sync@v4",
+                evidence=f"crm:{subject}/{attribute}/{len(versions)}",
+            )
         else:
-            record = ml.Fact(subject, attribute, value, valid_from, valid_to=valid_to, source="crm-sync@v4",
-                             evidence=f"crm:{subject}/{attribute}/{len(versions)}")
+            record = ml.Fact(
+                subject,
+                attribute,
+                value,
+                valid_from,
+                valid_to=valid_to,
+                source="crm-sync@v4",
+                evidence=f"crm:{subject}/{attribute}/{len(versions)}",
+            )
         events.append(Event(valid_from + lag, CRM, record, label=label))
 
     for u in range(users):
@@ -79,8 +98,14 @@ def generate(seed: int, users: int, now: datetime) -> tuple[list[Event], list[Ve
             t += timedelta(days=rng.uniform(3, 25))
         if rng.random() < 0.4:
             start = now - timedelta(days=rng.uniform(20, 60))
-            add(subject, "trial", "fact", "trial of the analytics add-on", start,
-                start + timedelta(days=14) if rng.random() < 0.6 else None)
+            add(
+                subject,
+                "trial",
+                "fact",
+                "trial of the analytics add-on",
+                start,
+                start + timedelta(days=14) if rng.random() < 0.6 else None,
+            )
     return events, versions
 
 
@@ -100,8 +125,9 @@ def current(versions: list[Version], at: datetime) -> dict[tuple[str, str], Vers
         if version.valid_from <= at:
             out[(version.subject, version.attribute)] = version
     for slot, v in list(out.items()):
-        if v is not None and ((v.kind == "preference" and v.valid_from + TTL <= at)
-                              or (v.valid_to is not None and v.valid_to <= at)):
+        if v is not None and (
+            (v.kind == "preference" and v.valid_from + TTL <= at) or (v.valid_to is not None and v.valid_to <= at)
+        ):
             out[slot] = None
     return out
 
@@ -132,16 +158,28 @@ def run(ctx: Context) -> EvalResult:
         got = store.get_fact(subject, attribute, by=ASKER, kind=kind)
         answers["ours"] += (got.record_id if got else None) == want_id
         stale["ours"] += got is not None and got.record_id != want_id
-        rows = naive.search(QUESTIONS[attribute].format(s=subject), org="acme", entity=subject, kinds=[kind],
-                            where={"attribute": attribute}, k=1)
+        rows = naive.search(
+            QUESTIONS[attribute].format(s=subject),
+            org="acme",
+            entity=subject,
+            kinds=[kind],
+            where={"attribute": attribute},
+            k=1,
+        )
         top = rows[0].item.record_id if rows else None
         answers["naive"] += top == want_id
         stale["naive"] += top is not None and top != want_id
         question = QUESTIONS[attribute].format(s=subject)
-        hits = [h for h in store.recall(question, by=ASKER, subject=subject, kinds=[kind], k=5)
-                if h.record_id in by_id and by_id[h.record_id].attribute == attribute]
-        nhits = [h for h in naive.search(question, org="acme", entity=subject, kinds=[kind], k=5)
-                 if h.item.record_id in by_id and by_id[h.item.record_id].attribute == attribute]
+        hits = [
+            h
+            for h in store.recall(question, by=ASKER, subject=subject, kinds=[kind], k=5)
+            if h.record_id in by_id and by_id[h.record_id].attribute == attribute
+        ]
+        nhits = [
+            h
+            for h in naive.search(question, org="acme", entity=subject, kinds=[kind], k=5)
+            if h.item.record_id in by_id and by_id[h.item.record_id].attribute == attribute
+        ]
         for side, got_ids in (("ours", [h.record_id for h in hits]), ("naive", [h.item.record_id for h in nhits])):
             served[side] += len(got_ids)
             stale_items[side] += sum(1 for rid in got_ids if rid != want_id)
@@ -149,8 +187,11 @@ def run(ctx: Context) -> EvalResult:
 
     # questions about the past: what was true on a date, asked now
     rng = random.Random(seed + 1)
-    past = [(subject, attribute, now - timedelta(days=rng.uniform(10, 150))) for subject, attribute in slots
-            if attribute in ("plan", "city")]
+    past = [
+        (subject, attribute, now - timedelta(days=rng.uniform(10, 150)))
+        for subject, attribute in slots
+        if attribute in ("plan", "city")
+    ]
     right_then = 0
     for n, (subject, attribute, when) in enumerate(past):
         want = current(versions, when).get((subject, attribute))
@@ -160,20 +201,42 @@ def run(ctx: Context) -> EvalResult:
 
     total = len(slots)
     metrics = [
-        Metric("stale-serve rate: slot questions answered with a superseded or expired value",
-               rate(stale["ours"], total), rate(stale["naive"], total), (Gate("ours", "==", 0),),
-               short="stale serves (slot)"),
-        Metric("stale items among what recall served for the question",
-               rate(stale_items["ours"], served["ours"]), rate(stale_items["naive"], served["naive"]),
-               (Gate("ours", "==", 0),), short="stale items (recall)"),
-        Metric("slot questions answered with the current value (or nothing when it expired)",
-               rate(answers["ours"], total), rate(answers["naive"], total), (Gate("ours", "==", 1),),
-               unit="score", short="current value answered"),
-        Metric("questions about the past (valid_at a date) answered with what was true then",
-               rate(right_then, len(past)), gates=(Gate("ours", "==", 1),), unit="score"),
+        Metric(
+            "stale-serve rate: slot questions answered with a superseded or expired value",
+            rate(stale["ours"], total),
+            rate(stale["naive"], total),
+            (Gate("ours", "==", 0),),
+            short="stale serves (slot)",
+        ),
+        Metric(
+            "stale items among what recall served for the question",
+            rate(stale_items["ours"], served["ours"]),
+            rate(stale_items["naive"], served["naive"]),
+            (Gate("ours", "==", 0),),
+            short="stale items (recall)",
+        ),
+        Metric(
+            "slot questions answered with the current value (or nothing when it expired)",
+            rate(answers["ours"], total),
+            rate(answers["naive"], total),
+            (Gate("ours", "==", 1),),
+            unit="score",
+            short="current value answered",
+        ),
+        Metric(
+            "questions about the past (valid_at a date) answered with what was true then",
+            rate(right_then, len(past)),
+            gates=(Gate("ours", "==", 1),),
+            unit="score",
+        ),
     ]
     expired = sum(1 for v in truth.values() if v is None)
-    details: dict[str, Any] = {"users": users, "slots": total, "versions": len(versions),
-                               "slots_expired_or_ended_now": expired, "past_questions": len(past),
-                               "served_items": served}
+    details: dict[str, Any] = {
+        "users": users,
+        "slots": total,
+        "versions": len(versions),
+        "slots_expired_or_ended_now": expired,
+        "past_questions": len(past),
+        "served_items": served,
+    }
     return EvalResult(NAME, f"generated account histories (seed {seed}, {total} slots)", metrics, details)

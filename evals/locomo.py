@@ -28,10 +28,11 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any
 
 import memory_lakehouse as ml
 
@@ -74,7 +75,7 @@ class Conversation:
     turns: list[Turn]
     questions: list[Question]
     unanswerable: int = 0  # questions whose evidence names no turn (left out)
-    path: Optional[Path] = None
+    path: Path | None = None
 
     @property
     def asked_at(self) -> datetime:
@@ -83,8 +84,26 @@ class Conversation:
 
 
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})", re.I)
-_MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
-                                       "september", "october", "november", "december"), start=1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ),
+        start=1,
+    )
+}
 
 
 def parse_date(text: str) -> datetime:
@@ -98,7 +117,7 @@ def parse_date(text: str) -> datetime:
         raise ValueError(f"not a LoCoMo session date: {text!r}")
     hour, minute, half, day, month, year = m.groups()
     h = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
-    return datetime(int(year), _MONTHS[month.lower()], int(day), h, int(minute), tzinfo=timezone.utc)
+    return datetime(int(year), _MONTHS[month.lower()], int(day), h, int(minute), tzinfo=UTC)
 
 
 def normalise_evidence(raw: Sequence[str]) -> list[str]:
@@ -166,8 +185,9 @@ def dia_id_of(hit: ml.Hit) -> str:
     return str(record.uri).rsplit("/", 1)[-1]
 
 
-def load_conversation(store: ml.MemoryStore, conv: Conversation, clock: "SimulatedClock",
-                      loader: str = "reference") -> dict[str, str]:
+def load_conversation(
+    store: ml.MemoryStore, conv: Conversation, clock: SimulatedClock, loader: str = "reference"
+) -> dict[str, str]:
     """Write every turn, session by session, with the clock at the session's date; dia_id -> record_id
     (empty for the store's loader: its hits name their turn, `dia_id_of`).
 
@@ -184,10 +204,17 @@ def load_conversation(store: ml.MemoryStore, conv: Conversation, clock: "Simulat
         when = conv.dates[session]
         clock.set(when)
         turns = [t for t in conv.turns if t.session == session]
-        records = [ml.Reference(uri=f"locomo:{conv.name}/{t.dia_id}", title=f"{t.speaker} (session {t.session})",
-                                content=t.text, published_at=when, source=f"locomo:{conv.name}",
-                                scope=STEWARD.scope)
-                   for t in turns]
+        records = [
+            ml.Reference(
+                uri=f"locomo:{conv.name}/{t.dia_id}",
+                title=f"{t.speaker} (session {t.session})",
+                content=t.text,
+                published_at=when,
+                source=f"locomo:{conv.name}",
+                scope=STEWARD.scope,
+            )
+            for t in turns
+        ]
         results = store.write_many(records, by=STEWARD, reason="locomo eval")
         ids.update((t.dia_id, r.record_id) for t, r in zip(turns, results))
     clock.set(conv.asked_at)
@@ -215,7 +242,7 @@ class Outcome:
     """One question's result: the category, the evidence turns' best rank, the sessions' ranks."""
 
     category: int
-    turn_rank: Optional[int]
+    turn_rank: int | None
     session_ndcg5: float
     session_hit1: bool
 
@@ -244,15 +271,27 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 
     def session(rows: Sequence[Outcome]) -> dict[str, float]:
         n = max(1, len(rows))
-        return {"session_hit@1": round(sum(o.session_hit1 for o in rows) / n, 3),
-                "session_ndcg@5": round(sum(o.session_ndcg5 for o in rows) / n, 3)}
+        return {
+            "session_hit@1": round(sum(o.session_hit1 for o in rows) / n, 3),
+            "session_ndcg@5": round(sum(o.session_ndcg5 for o in rows) / n, 3),
+        }
 
-    out: dict[str, Any] = {"questions": len(outcomes), "turn_r@1": r_at(1, turn), "turn_r@5": r_at(5, turn),
-                           "turn_r@10": r_at(10, turn), **session(outcomes)}
+    out: dict[str, Any] = {
+        "questions": len(outcomes),
+        "turn_r@1": r_at(1, turn),
+        "turn_r@5": r_at(5, turn),
+        "turn_r@10": r_at(10, turn),
+        **session(outcomes),
+    }
     out["by_category"] = {
-        CATEGORY_NAMES[c]: {"questions": len(rows), **({"turn_r@5": r_at(5, rows)} if c in TURN_CATEGORIES else {}),
-                            **session(rows)}
-        for c in sorted({o.category for o in outcomes}) for rows in [[o for o in outcomes if o.category == c]]}
+        CATEGORY_NAMES[c]: {
+            "questions": len(rows),
+            **({"turn_r@5": r_at(5, rows)} if c in TURN_CATEGORIES else {}),
+            **session(rows),
+        }
+        for c in sorted({o.category for o in outcomes})
+        for rows in [[o for o in outcomes if o.category == c]]
+    }
     return out
 
 
@@ -278,13 +317,20 @@ def sweep_settings() -> dict[str, Setting]:
         for w in weights:
             for c in (0.0, 1.0, 2.0, 3.0):
                 out[f"{fusion} w={w} context={c}"] = {
-                    "ranking": ml.Ranking(fusion=fusion, episode_lexical_weight=w, context_weight=c)}
+                    "ranking": ml.Ranking(fusion=fusion, episode_lexical_weight=w, context_weight=c)
+                }
     return out
 
 
-def run_conversation(conv: Conversation, settings: Mapping[str, Setting], *, embedder: Any = None,
-                     open_options: Optional[Mapping[str, Any]] = None,
-                     depth: int = DEPTH, loader: str = "reference") -> dict[str, Any]:
+def run_conversation(
+    conv: Conversation,
+    settings: Mapping[str, Setting],
+    *,
+    embedder: Any = None,
+    open_options: Mapping[str, Any] | None = None,
+    depth: int = DEPTH,
+    loader: str = "reference",
+) -> dict[str, Any]:
     """Load one conversation into a fresh store, ask every question under every setting."""
     clock = SimulatedClock(min(conv.dates.values()))
     with tempfile.TemporaryDirectory(prefix="memlake-locomo-") as root:
@@ -301,14 +347,16 @@ def run_conversation(conv: Conversation, settings: Mapping[str, Setting], *, emb
                 for q in conv.questions:
                     hits = store.recall(q.text, by=STEWARD, k=depth, **kinds, **dict(setting))  # type: ignore[arg-type]  # kinds= and ranking settings
                     outcomes.append(score_question(q, [dia_id_of(h) for h in hits]))
-                out["settings"][name] = {"outcomes": outcomes,
-                                         "ms_per_query": round((time.perf_counter() - started) * 1000
-                                                               / max(1, len(conv.questions)), 2)}
+                out["settings"][name] = {
+                    "outcomes": outcomes,
+                    "ms_per_query": round((time.perf_counter() - started) * 1000 / max(1, len(conv.questions)), 2),
+                }
     return out
 
 
-def loo(per_conv: Mapping[str, Mapping[str, Sequence[Outcome]]],
-        candidates: Optional[Sequence[str]] = None) -> dict[str, Any]:
+def loo(
+    per_conv: Mapping[str, Mapping[str, Sequence[Outcome]]], candidates: Sequence[str] | None = None
+) -> dict[str, Any]:
     """Leave one conversation out: on each fold, the candidate with the best `objective` on the
     other conversations is reported on the held-out one.
 
@@ -329,9 +377,15 @@ def loo(per_conv: Mapping[str, Mapping[str, Sequence[Outcome]]],
     return {"folds": folds, "mean_of_folds": mean, "pooled": summarise(held)}
 
 
-def evaluate(paths: Sequence[Path] | Path, settings: Optional[Mapping[str, Setting]] = None, *,
-             embedder: Any = None, open_options: Optional[Mapping[str, Any]] = None,
-             progress: Optional[Callable[[str], None]] = None, loader: str = "reference") -> dict[str, Any]:
+def evaluate(
+    paths: Sequence[Path] | Path,
+    settings: Mapping[str, Setting] | None = None,
+    *,
+    embedder: Any = None,
+    open_options: Mapping[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+    loader: str = "reference",
+) -> dict[str, Any]:
     """Each setting on each conversation, leave-one-conversation-out figures per setting."""
     convs = read_dir(paths) if isinstance(paths, Path) else [read_conversation(p) for p in paths]
     settings = dict(settings or SETTINGS)
@@ -342,11 +396,21 @@ def evaluate(paths: Sequence[Path] | Path, settings: Optional[Mapping[str, Setti
             progress(f"locomo {conv.name}: {len(conv.turns)} turns, {len(conv.questions)} questions")
         res = run_conversation(conv, settings, embedder=embedder, open_options=open_options, loader=loader)
         per_conv[conv.name] = {n: r["outcomes"] for n, r in res["settings"].items()}
-        timing[conv.name] = {"load_s": res["load_s"],
-                             **{f"{n}_ms_per_query": r["ms_per_query"] for n, r in res["settings"].items()}}
+        timing[conv.name] = {
+            "load_s": res["load_s"],
+            **{f"{n}_ms_per_query": r["ms_per_query"] for n, r in res["settings"].items()},
+        }
     return {
-        "conversations": {c.name: {"turns": len(c.turns), "sessions": len(c.dates), "questions": len(c.questions),
-                                   "left_out_questions": c.unanswerable, **timing[c.name]} for c in convs},
+        "conversations": {
+            c.name: {
+                "turns": len(c.turns),
+                "sessions": len(c.dates),
+                "questions": len(c.questions),
+                "left_out_questions": c.unanswerable,
+                **timing[c.name],
+            }
+            for c in convs
+        },
         "loader": loader,
         "settings": {n: {k: str(v) for k, v in s.items()} for n, s in settings.items()},
         "results": {n: loo(per_conv, [n]) for n in settings},
@@ -360,45 +424,75 @@ MEASURES = ("turn_r@1", "turn_r@5", "turn_r@10", "session_hit@1", "session_ndcg@
 
 def markdown(report: Mapping[str, Any]) -> str:
     convs = report["conversations"]
-    lines = [f"LoCoMo — {len(convs)} conversations, {sum(c['turns'] for c in convs.values())} turns, "
-             f"{sum(c['questions'] for c in convs.values())} questions (each conversation held out in turn)", "",
-             "| ranking | turn R@1 | turn R@5 | turn R@10 | session Hit@1 | session NDCG@5 |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"LoCoMo — {len(convs)} conversations, {sum(c['turns'] for c in convs.values())} turns, "
+        f"{sum(c['questions'] for c in convs.values())} questions (each conversation held out in turn)",
+        "",
+        "| ranking | turn R@1 | turn R@5 | turn R@10 | session Hit@1 | session NDCG@5 |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, res in report["results"].items():
         p = res["pooled"]
         lines.append(f"| {name} | " + " | ".join(f"{p[m]:.3f}" for m in MEASURES) + " |")
-    cats = sorted({c for res in report["results"].values() for c in res["pooled"]["by_category"]},
-                  key=lambda c: list(CATEGORY_NAMES.values()).index(c))
-    lines += ["", "Per category (turn R@5 / session Hit@1):", "",
-              "| ranking | " + " | ".join(cats) + " |", "|---|" + "---|" * len(cats)]
+    cats = sorted(
+        {c for res in report["results"].values() for c in res["pooled"]["by_category"]},
+        key=lambda c: list(CATEGORY_NAMES.values()).index(c),
+    )
+    lines += [
+        "",
+        "Per category (turn R@5 / session Hit@1):",
+        "",
+        "| ranking | " + " | ".join(cats) + " |",
+        "|---|" + "---|" * len(cats),
+    ]
     for name, res in report["results"].items():
         by = res["pooled"]["by_category"]
-        lines.append(f"| {name} | " + " | ".join(
-            (f"{by[c]['turn_r@5']:.3f} / " if "turn_r@5" in by[c] else "– / ") + f"{by[c]['session_hit@1']:.3f}"
-            for c in cats) + " |")
-    lines += ["", "Per conversation (session Hit@1 / turn R@5):", "",
-              "| ranking | " + " | ".join(convs) + " | mean |", "|---|" + "---|" * (len(convs) + 1)]
+        lines.append(
+            f"| {name} | "
+            + " | ".join(
+                (f"{by[c]['turn_r@5']:.3f} / " if "turn_r@5" in by[c] else "– / ") + f"{by[c]['session_hit@1']:.3f}"
+                for c in cats
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "Per conversation (session Hit@1 / turn R@5):",
+        "",
+        "| ranking | " + " | ".join(convs) + " | mean |",
+        "|---|" + "---|" * (len(convs) + 1),
+    ]
     for name, res in report["results"].items():
-        lines.append(f"| {name} | " + " | ".join(f"{f['session_hit@1']:.3f} / {f['turn_r@5']:.3f}"
-                                                   for f in res["folds"])
-                     + f" | {res['mean_of_folds']['session_hit@1']:.3f} / {res['mean_of_folds']['turn_r@5']:.3f} |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{f['session_hit@1']:.3f} / {f['turn_r@5']:.3f}" for f in res["folds"])
+            + f" | {res['mean_of_folds']['session_hit@1']:.3f} / {res['mean_of_folds']['turn_r@5']:.3f} |"
+        )
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="a folder of LoCoMo-format conversations (one JSON file each)")
     parser.add_argument("--embedder", choices=("default", "hashing"), default="default")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--loader", choices=LOADERS, default="reference",
-                        help="reference: one Reference per turn (the protocol's stand-in); store: store.load(...)")
-    parser.add_argument("--sweep", action="store_true",
-                        help="also compare the ranking grid of `sweep_settings` (slow); each fold picks on the others")
+    parser.add_argument(
+        "--loader",
+        choices=LOADERS,
+        default="reference",
+        help="reference: one Reference per turn (the protocol's stand-in); store: store.load(...)",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also compare the ranking grid of `sweep_settings` (slow); each fold picks on the others",
+    )
     args = parser.parse_args(argv)
     embedder = ml.HashingEmbedder(dim=384) if args.embedder == "hashing" else None
     settings = {**SETTINGS, **(sweep_settings() if args.sweep else {})}
-    report = evaluate(args.path, settings, embedder=embedder, progress=lambda m: print(m, file=sys.stderr),
-                      loader=args.loader)
+    report = evaluate(
+        args.path, settings, embedder=embedder, progress=lambda m: print(m, file=sys.stderr), loader=args.loader
+    )
     report.pop("per_conv")
     print(json.dumps(report, indent=2) if args.json else markdown(report))
     if "picked_by_loo" in report and not args.json:

@@ -67,14 +67,25 @@ class NaiveMemory:
         self.items.extend(items)
         self._vectors = np.vstack([self._vectors, vectors])
 
-    def search(self, query: str, *, org: str, entity: str | None = None, k: int = 8,
-               kinds: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> list[NaiveHit]:
+    def search(
+        self,
+        query: str,
+        *,
+        org: str,
+        entity: str | None = None,
+        k: int = 8,
+        kinds: Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[NaiveHit]:
         """The top *k* rows by cosine among the tenant's rows that pass the filters."""
-        keep = [n for n, item in enumerate(self.items) if item.org == org
-                and (entity is None or item.entity == entity)
-                and (kinds is None or item.kind in kinds)
-                and all(item.payload.get(key, getattr(item, key, None)) == value
-                        for key, value in (where or {}).items())]
+        keep = [
+            n
+            for n, item in enumerate(self.items)
+            if item.org == org
+            and (entity is None or item.entity == entity)
+            and (kinds is None or item.kind in kinds)
+            and all(item.payload.get(key, getattr(item, key, None)) == value for key, value in (where or {}).items())
+        ]
         if not keep:
             return []
         q = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]

@@ -32,8 +32,10 @@ ORG = ml.Scope("shop")
 TEAM = ml.Scope("shop", "support", "emea")
 LEGAL = ml.Principal("legal", ORG, role="curator")
 TEAM_LEAD = ml.Principal("emea-lead", TEAM, role="curator")
-READERS = (ml.Principal("ana", ml.Scope("shop", "support", "emea", "ana"), role="member"),
-           ml.Principal("kenji", ml.Scope("shop", "support", "apac", "kenji"), role="member"))
+READERS = (
+    ml.Principal("ana", ml.Scope("shop", "support", "emea", "ana"), role="member"),
+    ml.Principal("kenji", ml.Scope("shop", "support", "apac", "kenji"), role="member"),
+)
 ESCALATE = "ESCALATE"
 
 
@@ -57,19 +59,51 @@ class Spec:
 SPECS: tuple[Spec, ...] = (
     Spec("returns-standard", "Standard returns: within 30 days.", {}, t(2026, 1, 1), t(2026, 1, 1), ORG),
     Spec("returns-standard", "Standard returns: within 14 days.", {}, t(2026, 9, 1), t(2026, 9, 10), ORG),
-    Spec("electronics-us", "US electronics: within 15 days.", {"market": "US", "product_class": "electronics"},
-         t(2026, 1, 1), t(2026, 1, 1, 1), ORG, effective_to=t(2026, 12, 1), priority=1),
-    Spec("returns-uk", "UK orders: within 28 days.", {"market": "UK"}, t(2026, 1, 1), t(2026, 1, 1, 2), ORG,
-         priority=1),
-    Spec("holiday-us", "US holiday orders: within 60 days.", {"market": "US", "season": "holiday"},
-         t(2026, 11, 15), t(2026, 11, 20), ORG, effective_to=t(2027, 1, 15), priority=2,
-         overrides=("goodwill-emea", "returns-standard", "electronics-us")),
+    Spec(
+        "electronics-us",
+        "US electronics: within 15 days.",
+        {"market": "US", "product_class": "electronics"},
+        t(2026, 1, 1),
+        t(2026, 1, 1, 1),
+        ORG,
+        effective_to=t(2026, 12, 1),
+        priority=1,
+    ),
+    Spec(
+        "returns-uk", "UK orders: within 28 days.", {"market": "UK"}, t(2026, 1, 1), t(2026, 1, 1, 2), ORG, priority=1
+    ),
+    Spec(
+        "holiday-us",
+        "US holiday orders: within 60 days.",
+        {"market": "US", "season": "holiday"},
+        t(2026, 11, 15),
+        t(2026, 11, 20),
+        ORG,
+        effective_to=t(2027, 1, 15),
+        priority=2,
+        overrides=("goodwill-emea", "returns-standard", "electronics-us"),
+    ),
     Spec("emea-eu", "EMEA team, EU orders: within 21 days.", {"market": "EU"}, t(2026, 1, 1), t(2026, 1, 2), TEAM),
-    Spec("emea-uk", "EMEA team, UK orders: within 35 days.", {"market": "UK"}, t(2026, 1, 1), t(2026, 1, 2, 1),
-         TEAM, priority=1),
-    Spec("goodwill-emea", "EMEA goodwill, US holiday orders: within 45 days.", {"market": "US", "season": "holiday"},
-         t(2026, 11, 15), t(2026, 11, 16), TEAM, effective_to=t(2027, 1, 15), priority=2,
-         overrides=("holiday-us", "returns-standard", "electronics-us")),
+    Spec(
+        "emea-uk",
+        "EMEA team, UK orders: within 35 days.",
+        {"market": "UK"},
+        t(2026, 1, 1),
+        t(2026, 1, 2, 1),
+        TEAM,
+        priority=1,
+    ),
+    Spec(
+        "goodwill-emea",
+        "EMEA goodwill, US holiday orders: within 45 days.",
+        {"market": "US", "season": "holiday"},
+        t(2026, 11, 15),
+        t(2026, 11, 16),
+        TEAM,
+        effective_to=t(2027, 1, 15),
+        priority=2,
+        overrides=("holiday-us", "returns-standard", "electronics-us"),
+    ),
 )
 BOUNDARIES = sorted({s.effective_from for s in SPECS} | {s.effective_to for s in SPECS if s.effective_to})
 NOW = t(2027, 2, 1)
@@ -79,9 +113,15 @@ LATE_WINDOWS = ((t(2026, 9, 1), t(2026, 9, 10)), (t(2026, 11, 15), t(2026, 11, 2
 
 def expected(order: dict[str, str], at: datetime, reader: ml.Principal, known_at: datetime) -> str | None:
     """The text of the policy that governs, ESCALATE on a tie, None when nothing applies."""
-    live = [s for s in SPECS if s.recorded <= known_at and reader.can_read(s.scope) and s.effective_from <= at
-            and (s.effective_to is None or at < s.effective_to)
-            and all(order.get(k) == v for k, v in s.conditions.items())]
+    live = [
+        s
+        for s in SPECS
+        if s.recorded <= known_at
+        and reader.can_read(s.scope)
+        and s.effective_from <= at
+        and (s.effective_to is None or at < s.effective_to)
+        and all(order.get(k) == v for k, v in s.conditions.items())
+    ]
     latest: dict[str, Spec] = {}
     for s in sorted(live, key=lambda s: s.effective_from):
         latest[s.policy_id] = s
@@ -103,9 +143,11 @@ def orders(seed: int, n: int) -> list[tuple[str, dict[str, str], datetime, ml.Pr
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        order = {"market": rng.choice(("US", "EU", "UK")),
-                 "product_class": rng.choice(("electronics", "apparel", "grocery")),
-                 "season": rng.choice(("holiday", "regular"))}
+        order = {
+            "market": rng.choice(("US", "EU", "UK")),
+            "product_class": rng.choice(("electronics", "apparel", "grocery")),
+            "season": rng.choice(("holiday", "regular")),
+        }
         if i % 3 == 0:  # on a boundary instant, or the microsecond before it
             at = rng.choice(BOUNDARIES) - rng.choice((timedelta(0), timedelta(microseconds=1)))
         elif i % 3 == 1:  # in force before the store knew it: placed in a window of late arrival
@@ -128,8 +170,17 @@ def category(order: dict[str, str], at: datetime, reader: ml.Principal, asked: s
     want = expected(order, at, reader, at if asked == "then" else NOW)
     if want == ESCALATE:
         cats.append("ties escalated")
-    elif sum(1 for s in SPECS if reader.can_read(s.scope) and all(order.get(k) == v for k, v in s.conditions.items())
-             and s.effective_from <= at and (s.effective_to is None or at < s.effective_to)) > 1:
+    elif (
+        sum(
+            1
+            for s in SPECS
+            if reader.can_read(s.scope)
+            and all(order.get(k) == v for k, v in s.conditions.items())
+            and s.effective_from <= at
+            and (s.effective_to is None or at < s.effective_to)
+        )
+        > 1
+    ):
         cats.append("precedence")
     return cats
 
@@ -142,9 +193,17 @@ def run(ctx: Context) -> EvalResult:
     naive = ctx.naive()
     for s in sorted(SPECS, key=lambda s: s.recorded):
         clock.set(s.recorded)
-        record = ml.Policy(s.policy_id, s.text, s.conditions, s.effective_from, effective_to=s.effective_to,
-                           priority=s.priority, overrides=s.overrides, source="returns-handbook@2026",
-                           evidence=f"https://legal.example/{s.policy_id}")
+        record = ml.Policy(
+            s.policy_id,
+            s.text,
+            s.conditions,
+            s.effective_from,
+            effective_to=s.effective_to,
+            priority=s.priority,
+            overrides=s.overrides,
+            source="returns-handbook@2026",
+            evidence=f"https://legal.example/{s.policy_id}",
+        )
         by = LEGAL if s.scope == ORG else TEAM_LEAD
         res = store.write(record, by=by, scope=s.scope)
         naive.add([naive_item(record, res.record_id, s.scope, s.recorded)])
@@ -175,15 +234,37 @@ def run(ctx: Context) -> EvalResult:
                 row["ours"] += got == want
                 row["naive"] += naive_got == want
         ctx.tick(NAME, i + 1, len(cases))
-    metrics = [Metric("resolution accuracy, every order asked both ways", rate(right["ours"], asked_total),
-                      rate(right["naive"], asked_total), (Gate("ours", "==", 1),), unit="score",
-                      short="resolution accuracy")]
-    for cat in ("boundary dates", "precedence", "late arrival, asked as known then", "late arrival, asked as known now",
-                "ties escalated"):
+    metrics = [
+        Metric(
+            "resolution accuracy, every order asked both ways",
+            rate(right["ours"], asked_total),
+            rate(right["naive"], asked_total),
+            (Gate("ours", "==", 1),),
+            unit="score",
+            short="resolution accuracy",
+        )
+    ]
+    for cat in (
+        "boundary dates",
+        "precedence",
+        "late arrival, asked as known then",
+        "late arrival, asked as known now",
+        "ties escalated",
+    ):
         row = tally.get(cat, {"n": 0, "ours": 0, "naive": 0})
-        metrics.append(Metric(f"accuracy: {cat} ({row['n']} questions)", rate(row["ours"], row["n"]) if row["n"] else None,
-                              rate(row["naive"], row["n"]) if row["n"] else None,
-                              (Gate("ours", "==", 1),) if row["n"] else (), unit="score", short=cat))
-    details: dict[str, Any] = {"orders": len(cases), "questions": asked_total,
-                               "per_category": {k: v for k, v in sorted(tally.items())}}
+        metrics.append(
+            Metric(
+                f"accuracy: {cat} ({row['n']} questions)",
+                rate(row["ours"], row["n"]) if row["n"] else None,
+                rate(row["naive"], row["n"]) if row["n"] else None,
+                (Gate("ours", "==", 1),) if row["n"] else (),
+                unit="score",
+                short=cat,
+            )
+        )
+    details: dict[str, Any] = {
+        "orders": len(cases),
+        "questions": asked_total,
+        "per_category": {k: v for k, v in sorted(tally.items())},
+    }
     return EvalResult(NAME, f"generated orders (seed {seed}, {len(cases)} orders)", metrics, details)

@@ -26,10 +26,22 @@ SCOPE = ml.Scope("acme", "platform")
 ONCALL = ml.Principal("oncall-summariser", SCOPE, role="curator")
 ASKER = ml.Principal("sre-bot", ml.Scope("acme", "platform", "sre", "sre-bot"), role="agent")
 SERVICES = ("checkout", "payments", "search", "auth", "inventory", "notifications")
-SYMPTOMS = ("p99 latency spike after deploy", "error rate above 5% on the canary", "queue backlog growing",
-            "TLS handshake failures from the edge", "memory leak in the worker pool", "cache hit rate collapsed")
-ACTIONS = ("rolled back the release", "scaled the worker pool", "rotated the certificate", "flushed the cache",
-           "raised the connection pool limit", "disabled the feature flag")
+SYMPTOMS = (
+    "p99 latency spike after deploy",
+    "error rate above 5% on the canary",
+    "queue backlog growing",
+    "TLS handshake failures from the edge",
+    "memory leak in the worker pool",
+    "cache hit rate collapsed",
+)
+ACTIONS = (
+    "rolled back the release",
+    "scaled the worker pool",
+    "rotated the certificate",
+    "flushed the cache",
+    "raised the connection pool limit",
+    "disabled the feature flag",
+)
 
 
 def generate(seed: int, incidents: int) -> tuple[list[Event], set[str], list[tuple[str, str]]]:
@@ -41,14 +53,38 @@ def generate(seed: int, incidents: int) -> tuple[list[Event], set[str], list[tup
     for n, service in enumerate(SERVICES):
         cmdb = f"cmdb://services/{service}"
         openable.add(cmdb)
-        events.append(Event(day(0) + timedelta(minutes=n), ONCALL, ml.Fact(
-            f"service:{service}", "owner", f"{service} is owned by team {rng.choice('ABCDEFG')}", day(0),
-            source="cmdb-sync@v2", evidence=cmdb), label=f"{service}-owner"))
+        events.append(
+            Event(
+                day(0) + timedelta(minutes=n),
+                ONCALL,
+                ml.Fact(
+                    f"service:{service}",
+                    "owner",
+                    f"{service} is owned by team {rng.choice('ABCDEFG')}",
+                    day(0),
+                    source="cmdb-sync@v2",
+                    evidence=cmdb,
+                ),
+                label=f"{service}-owner",
+            )
+        )
         page = f"https://runbooks.example/{service}"
         openable.add(page)
-        events.append(Event(day(0) + timedelta(minutes=n + 10), ONCALL, ml.Reference(
-            page, f"{service} runbook", f"When {service} misbehaves: check the dashboards, then "
-            f"{rng.choice(ACTIONS)}.", day(0), source="wiki@v1", evidence=page), label=f"{service}-runbook"))
+        events.append(
+            Event(
+                day(0) + timedelta(minutes=n + 10),
+                ONCALL,
+                ml.Reference(
+                    page,
+                    f"{service} runbook",
+                    f"When {service} misbehaves: check the dashboards, then {rng.choice(ACTIONS)}.",
+                    day(0),
+                    source="wiki@v1",
+                    evidence=page,
+                ),
+                label=f"{service}-runbook",
+            )
+        )
     for i in range(incidents):
         service = rng.choice(SERVICES)
         symptom = rng.choice(SYMPTOMS)
@@ -57,10 +93,24 @@ def generate(seed: int, incidents: int) -> tuple[list[Event], set[str], list[tup
         lost = rng.random() < 1 / 6  # the summariser dropped the link
         if not lost:
             openable.add(link)
-        events.append(Event(at, ONCALL, ml.Episode(
-            service, "prod", f"{symptom} on {service}", rng.choice(ACTIONS), rng.choice(("fixed", "failed")), at,
-            evidence=None if lost else link, source="oncall-summariser@v3", subject=f"service:{service}"),
-            label=f"INC-{i:04d}"))
+        events.append(
+            Event(
+                at,
+                ONCALL,
+                ml.Episode(
+                    service,
+                    "prod",
+                    f"{symptom} on {service}",
+                    rng.choice(ACTIONS),
+                    rng.choice(("fixed", "failed")),
+                    at,
+                    evidence=None if lost else link,
+                    source="oncall-summariser@v3",
+                    subject=f"service:{service}",
+                ),
+                label=f"INC-{i:04d}",
+            )
+        )
         questions.append((f"{symptom} on {service}: what did we try and who owns it", service))
     return events, openable, questions
 
@@ -108,16 +158,38 @@ def run(ctx: Context) -> EvalResult:
             lines_openable += bool(found and found.group(1).rstrip("]") in openable)
         ctx.tick(NAME, n + 1, len(questions))
     metrics = [
-        Metric("served items carrying source and evidence", rate(carrying["ours"], items["ours"]),
-               rate(carrying["naive"], items["naive"]), (Gate("ours", "==", 1),), short="source + evidence"),
-        Metric("citation rate: served items whose evidence a person can open", rate(cited["ours"], items["ours"]),
-               rate(cited["naive"], items["naive"]), (Gate("ours", "==", 1),), short="citation rate"),
-        Metric("context lines (the prompt block) citing evidence a person can open", rate(lines_openable, lines),
-               gates=(Gate("ours", "==", 1),), short="context lines cited"),
-        Metric("writes without evidence stored (of those the summariser sent)", 0.0 if refused else None,
-               1.0 if refused else None, short="evidence-less writes stored",
-               note=f"{refused} episode(s) arrived without evidence: the store refused them, naive kept them"),
+        Metric(
+            "served items carrying source and evidence",
+            rate(carrying["ours"], items["ours"]),
+            rate(carrying["naive"], items["naive"]),
+            (Gate("ours", "==", 1),),
+            short="source + evidence",
+        ),
+        Metric(
+            "citation rate: served items whose evidence a person can open",
+            rate(cited["ours"], items["ours"]),
+            rate(cited["naive"], items["naive"]),
+            (Gate("ours", "==", 1),),
+            short="citation rate",
+        ),
+        Metric(
+            "context lines (the prompt block) citing evidence a person can open",
+            rate(lines_openable, lines),
+            gates=(Gate("ours", "==", 1),),
+            short="context lines cited",
+        ),
+        Metric(
+            "writes without evidence stored (of those the summariser sent)",
+            0.0 if refused else None,
+            1.0 if refused else None,
+            short="evidence-less writes stored",
+            note=f"{refused} episode(s) arrived without evidence: the store refused them, naive kept them",
+        ),
     ]
-    details = {"questions": len(questions), "served_items": items, "context_lines": lines,
-               "episodes_without_evidence": refused}
+    details = {
+        "questions": len(questions),
+        "served_items": items,
+        "context_lines": lines,
+        "episodes_without_evidence": refused,
+    }
     return EvalResult(NAME, f"generated on-call memory (seed {seed}, {incidents} incidents)", metrics, details)

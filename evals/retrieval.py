@@ -38,16 +38,17 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import memory_lakehouse as ml
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "retrieval" / "fixture.jsonl"
 #: Ranker name -> the recall signals it fuses (None: the default, every signal).
-MODES: dict[str, Optional[tuple[str, ...]]] = {"lexical": ("bm25",), "vector": ("vector",), "hybrid": None}
+MODES: dict[str, tuple[str, ...] | None] = {"lexical": ("bm25",), "vector": ("vector",), "hybrid": None}
 KINDS = {"fact": ml.Fact, "preference": ml.Preference, "episode": ml.Episode, "reference": ml.Reference}
 TIMES = ("valid_from", "observed_at", "published_at")
 #: LoCoMo-format dev conversations, reported beside the fixture when present (never copied here).
@@ -78,7 +79,7 @@ class Fixture:
         return [q.get("batch", 1) for q in self.queries]
 
     @classmethod
-    def load(cls, path: Path = FIXTURE) -> "Fixture":
+    def load(cls, path: Path = FIXTURE) -> Fixture:
         meta, memories, queries = None, [], []
         for line in Path(path).read_text(encoding="utf-8").splitlines():
             item = json.loads(line)
@@ -90,8 +91,9 @@ class Fixture:
                 queries.append(item)
         if meta is None:
             raise ValueError(f"{path}: no meta line")
-        principals = {name: ml.Principal(name, ml.Scope.parse(scope), role="member")
-                      for name, scope in meta["principals"].items()}
+        principals = {
+            name: ml.Principal(name, ml.Scope.parse(scope), role="member") for name, scope in meta["principals"].items()
+        }
         return cls(datetime.fromisoformat(meta["now"]), principals, memories, queries)
 
 
@@ -134,16 +136,25 @@ def word_overlap(fixture: Fixture) -> dict[str, float]:
 
     shares = []
     for q in fixture.queries:
-        answer = " ".join(str(v) for k, v in by_label[q["answer"]]["fields"].items()
-                          if k not in TIMES + ("source", "evidence"))
+        answer = " ".join(
+            str(v) for k, v in by_label[q["answer"]]["fields"].items() if k not in TIMES + ("source", "evidence")
+        )
         qw = words(q["text"])
         shares.append(len(qw & words(answer)) / max(1, len(qw)))
-    return {"mean_share_of_query_words_in_answer": round(sum(shares) / len(shares), 3),
-            "queries_sharing_no_word_with_answer": sum(1 for s in shares if s == 0)}
+    return {
+        "mean_share_of_query_words_in_answer": round(sum(shares) / len(shares), 3),
+        "queries_sharing_no_word_with_answer": sum(1 for s in shares if s == 0),
+    }
 
 
-def evaluate(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k: int = 10,
-             modes: Optional[dict[str, Optional[tuple[str, ...]]]] = None) -> dict[str, Any]:
+def evaluate(
+    store: ml.MemoryStore,
+    fixture: Fixture,
+    ids: dict[str, str],
+    *,
+    k: int = 10,
+    modes: dict[str, tuple[str, ...] | None] | None = None,
+) -> dict[str, Any]:
     """Ask every query in every mode; score ranks (overall and per split) and count distractors returned."""
     label_of = {rid: label for label, rid in ids.items()}
     memory = {m["label"]: m for m in fixture.memories}
@@ -151,7 +162,7 @@ def evaluate(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k:
     qbatches = fixture.batches()
     out: dict[str, Any] = {}
     for mode, signals in (MODES if modes is None else modes).items():
-        ranks: list[Optional[int]] = []
+        ranks: list[int | None] = []
         distractors: Counter[str] = Counter()
         misses = []
         started = time.perf_counter()
@@ -183,17 +194,23 @@ def evaluate(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k:
         }
     if "lexical" in out and "vector" in out:
         # how complementary the two signals are: per query, the better of the two single-signal ranks
-        best = [min((r for r in pair if r is not None), default=None)
-                for pair in zip(out["lexical"]["ranks"], out["vector"]["ranks"])]
-        out["oracle_switch"] = {**scores(best, k), "splits": split_scores(best, qsplits, k),
-                                "batches": batch_scores(best, qbatches, k)}
+        best = [
+            min((r for r in pair if r is not None), default=None)
+            for pair in zip(out["lexical"]["ranks"], out["vector"]["ranks"])
+        ]
+        out["oracle_switch"] = {
+            **scores(best, k),
+            "splits": split_scores(best, qsplits, k),
+            "batches": batch_scores(best, qbatches, k),
+        }
     for row in out.values():
         row.pop("ranks", None)
     return out
 
 
-def tune(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k: int = 10,
-         alphas: Sequence[float] = ALPHAS) -> dict[str, Any]:
+def tune(
+    store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k: int = 10, alphas: Sequence[float] = ALPHAS
+) -> dict[str, Any]:
     """Sweep the fusion weight: hybrid scores per alpha; the pick is the best MRR on `TUNING_SET`
     (batch 1's dev half; smallest alpha on a tie).
 
@@ -207,24 +224,34 @@ def tune(store: ml.MemoryStore, fixture: Fixture, ids: dict[str, str], *, k: int
         for alpha in alphas:
             retriever.ranking = default.replace(lexical_weight=alpha)
             row = evaluate(store, fixture, ids, k=k, modes={"hybrid": None})["hybrid"]
-            rows.append({"alpha": alpha, "all": {m: row[m] for m in ("hit@1", "hit@5", key)},
-                         "tuning_set": row["tuning_set"], **row["splits"]})
+            rows.append(
+                {
+                    "alpha": alpha,
+                    "all": {m: row[m] for m in ("hit@1", "hit@5", key)},
+                    "tuning_set": row["tuning_set"],
+                    **row["splits"],
+                }
+            )
     finally:
         retriever.ranking = default
     pick = max(rows, key=lambda r: (r["tuning_set"][key], -r["alpha"]))
-    return {"rule": "best MRR on batch 1's dev half, smallest alpha on a tie", "picked": pick["alpha"],
-            "default": default.lexical_weight, "sweep": rows}
+    return {
+        "rule": "best MRR on batch 1's dev half, smallest alpha on a tie",
+        "picked": pick["alpha"],
+        "default": default.lexical_weight,
+        "sweep": rows,
+    }
 
 
-def split_scores(ranks: Sequence[Optional[int]], splits: Sequence[str], k: int) -> dict[str, dict[str, float]]:
+def split_scores(ranks: Sequence[int | None], splits: Sequence[str], k: int) -> dict[str, dict[str, float]]:
     return {name: scores([r for r, s in zip(ranks, splits) if s == name], k) for name in SPLITS}
 
 
-def batch_scores(ranks: Sequence[Optional[int]], batches: Sequence[int], k: int) -> dict[str, dict[str, float]]:
+def batch_scores(ranks: Sequence[int | None], batches: Sequence[int], k: int) -> dict[str, dict[str, float]]:
     return {f"batch{b}": scores([r for r, x in zip(ranks, batches) if x == b], k) for b in sorted(set(batches))}
 
 
-def scores(ranks: Sequence[Optional[int]], k: int) -> dict[str, float]:
+def scores(ranks: Sequence[int | None], k: int) -> dict[str, float]:
     n = len(ranks)
     return {
         "hit@1": round(sum(1 for r in ranks if r == 1) / n, 3),
@@ -243,8 +270,13 @@ def run(fixture_path: Path = FIXTURE, *, embedder: Any = None, k: int = 10, swee
     model = (embedder or ml.MiniLMEmbedder).name
     roles = Counter(m["role"] for m in fixture.memories)
     return {
-        "fixture": {"path": str(fixture_path), "memories": len(fixture.memories), "queries": len(fixture.queries),
-                    "roles": dict(sorted(roles.items())), **word_overlap(fixture)},
+        "fixture": {
+            "path": str(fixture_path),
+            "memories": len(fixture.memories),
+            "queries": len(fixture.queries),
+            "roles": dict(sorted(roles.items())),
+            **word_overlap(fixture),
+        },
         "embedder": model,
         "k": k,
         "splits": dict(Counter(split_of(q["qid"]) for q in fixture.queries)),
@@ -262,9 +294,12 @@ def verdict(report: dict[str, Any]) -> list[str]:
     """What fails the eval: hybrid not beating both single signals on each measure, its hit@5
     below `HIT5_FLOOR` (with the default embedder), or any distractor."""
     modes = report["modes"]
-    problems = [f"hybrid {measure} {modes['hybrid'][measure]} does not beat {mode} ({modes[mode][measure]})"
-                for measure in ("hit@1", "hit@5", f"mrr@{report['k']}") for mode in ("lexical", "vector")
-                if modes["hybrid"][measure] <= modes[mode][measure]]
+    problems = [
+        f"hybrid {measure} {modes['hybrid'][measure]} does not beat {mode} ({modes[mode][measure]})"
+        for measure in ("hit@1", "hit@5", f"mrr@{report['k']}")
+        for mode in ("lexical", "vector")
+        if modes["hybrid"][measure] <= modes[mode][measure]
+    ]
     if report.get("embedder") == ml.MiniLMEmbedder.name and modes["hybrid"]["hit@5"] < HIT5_FLOOR:
         problems.append(f"hybrid hit@5 {modes['hybrid']['hit@5']} dropped below {HIT5_FLOOR}")
     for mode, row in modes.items():
@@ -289,53 +324,87 @@ def markdown(report: dict[str, Any]) -> str:
         if mode == "oracle_switch":
             continue
         d = row["distractor_hits"]
-        lines.append(f"| {mode} | {row['hit@1']:.3f} | {row['hit@5']:.3f} | {row[key]:.3f} | {d['superseded']} | "
-                     f"{d['out_of_scope']} | {row['ms_per_query']:.1f} |")
+        lines.append(
+            f"| {mode} | {row['hit@1']:.3f} | {row['hit@5']:.3f} | {row[key]:.3f} | {d['superseded']} | "
+            f"{d['out_of_scope']} | {row['ms_per_query']:.1f} |"
+        )
     o = report["modes"]["oracle_switch"]
-    lines.append(f"| *(reference: better of lexical/vector per query)* | {o['hit@1']:.3f} | {o['hit@5']:.3f} | "
-                 f"{o[key]:.3f} | | | |")
+    lines.append(
+        f"| *(reference: better of lexical/vector per query)* | {o['hit@1']:.3f} | {o['hit@5']:.3f} | "
+        f"{o[key]:.3f} | | | |"
+    )
     n = report["splits"]
-    lines += ["", f"By split (dev: {n.get('dev', 0)} queries, constants chosen here; "
-                  f"test: {n.get('test', 0)} queries, held out):", "",
-              f"| mode | dev hit@1 | dev {key.upper()} | test hit@1 | test hit@5 | test {key.upper()} |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"By split (dev: {n.get('dev', 0)} queries, constants chosen here; "
+        f"test: {n.get('test', 0)} queries, held out):",
+        "",
+        f"| mode | dev hit@1 | dev {key.upper()} | test hit@1 | test hit@5 | test {key.upper()} |",
+        "|---|---|---|---|---|---|",
+    ]
     for mode, row in report["modes"].items():
         d, t = row["splits"]["dev"], row["splits"]["test"]
-        lines.append(f"| {mode} | {d['hit@1']:.3f} | {d[key]:.3f} | {t['hit@1']:.3f} | {t['hit@5']:.3f} | "
-                     f"{t[key]:.3f} |")
+        lines.append(
+            f"| {mode} | {d['hit@1']:.3f} | {d[key]:.3f} | {t['hit@1']:.3f} | {t['hit@5']:.3f} | {t[key]:.3f} |"
+        )
     if len(report["batches"]) > 1:
-        lines += ["", "By batch (" + ", ".join(f"{b}: {n} queries" for b, n in report["batches"].items())
-                  + "; batch 2 was written after the fusion weight was chosen, so all of it is held out):", "",
-                  "| mode | " + " | ".join(f"{b} hit@1 | {b} hit@5 | {b} {key.upper()}" for b in report["batches"])
-                  + " |", "|---|" + "---|---|---|" * len(report["batches"])]
+        lines += [
+            "",
+            "By batch ("
+            + ", ".join(f"{b}: {n} queries" for b, n in report["batches"].items())
+            + "; batch 2 was written after the fusion weight was chosen, so all of it is held out):",
+            "",
+            "| mode | " + " | ".join(f"{b} hit@1 | {b} hit@5 | {b} {key.upper()}" for b in report["batches"]) + " |",
+            "|---|" + "---|---|---|" * len(report["batches"]),
+        ]
         for mode, row in report["modes"].items():
-            lines.append(f"| {mode} | " + " | ".join(
-                f"{s['hit@1']:.3f} | {s['hit@5']:.3f} | {s[key]:.3f}" for s in row["batches"].values()) + " |")
+            lines.append(
+                f"| {mode} | "
+                + " | ".join(f"{s['hit@1']:.3f} | {s['hit@5']:.3f} | {s[key]:.3f}" for s in row["batches"].values())
+                + " |"
+            )
     if "tuning" in report:
         tuning = report["tuning"]
-        lines += ["", f"Fusion weight sweep (hybrid; pick: {tuning['rule']} -> alpha {tuning['picked']}; "
-                      f"the store's default is {tuning['default']}):", "",
-                  f"| alpha | batch 1 dev {key.upper()} | dev {key.upper()} | test {key.upper()} | all {key.upper()} |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"Fusion weight sweep (hybrid; pick: {tuning['rule']} -> alpha {tuning['picked']}; "
+            f"the store's default is {tuning['default']}):",
+            "",
+            f"| alpha | batch 1 dev {key.upper()} | dev {key.upper()} | test {key.upper()} | all {key.upper()} |",
+            "|---|---|---|---|---|",
+        ]
         for row in tuning["sweep"]:
-            lines.append(f"| {row['alpha']} | {row['tuning_set'][key]:.3f} | {row['dev'][key]:.3f} | "
-                         f"{row['test'][key]:.3f} | {row['all'][key]:.3f} |")
+            lines.append(
+                f"| {row['alpha']} | {row['tuning_set'][key]:.3f} | {row['dev'][key]:.3f} | "
+                f"{row['test'][key]:.3f} | {row['all'][key]:.3f} |"
+            )
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixture", type=Path, default=FIXTURE)
-    parser.add_argument("--embedder", choices=("default", "hashing"), default="default",
-                        help="default: the store's offline MiniLM model; hashing: no model (quick, lexical)")
+    parser.add_argument(
+        "--embedder",
+        choices=("default", "hashing"),
+        default="default",
+        help="default: the store's offline MiniLM model; hashing: no model (quick, lexical)",
+    )
     parser.add_argument("-k", type=int, default=10, help="results per query (MRR is cut at k)")
     parser.add_argument("--misses", action="store_true", help="list each mode's queries not ranked first")
-    parser.add_argument("--tune", action="store_true",
-                        help="also sweep the hybrid's fusion weight; the pick is made on the dev split only")
-    parser.add_argument("--locomo", type=Path, default=LOCOMO_DEV,
-                        help="a folder of LoCoMo-format conversations: their figures are reported beside the "
-                             f"fixture's, each conversation held out in turn (default {LOCOMO_DEV}; skipped "
-                             "when absent)")
+    parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="also sweep the hybrid's fusion weight; the pick is made on the dev split only",
+    )
+    parser.add_argument(
+        "--locomo",
+        type=Path,
+        default=LOCOMO_DEV,
+        help="a folder of LoCoMo-format conversations: their figures are reported beside the "
+        f"fixture's, each conversation held out in turn (default {LOCOMO_DEV}; skipped "
+        "when absent)",
+    )
     parser.add_argument("--no-locomo", action="store_true", help="the fixture only")
     args = parser.parse_args(argv)
     embedder = ml.HashingEmbedder(dim=384) if args.embedder == "hashing" else None

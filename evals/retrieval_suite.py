@@ -42,42 +42,70 @@ def run(ctx: Context) -> EvalResult:
     # quick: the hybrid only (the default recall); the full run also ranks by each signal alone
     modes = retrieval.evaluate(store, fixture, ids, k=k, modes={"hybrid": None} if ctx.quick else None)
     naive = ctx.naive()
-    naive.add([naive_item(retrieval.record(m), ids[m["label"]], ml.Scope.parse(m["scope"]), fixture.now, m["label"])
-               for m in fixture.memories])
+    naive.add(
+        [
+            naive_item(retrieval.record(m), ids[m["label"]], ml.Scope.parse(m["scope"]), fixture.now, m["label"])
+            for m in fixture.memories
+        ]
+    )
     memory = {m["label"]: m for m in fixture.memories}
     ranks: list[int | None] = []
     distractors = 0
     for n, q in enumerate(fixture.queries):
         who = fixture.principals[q["principal"]]
         labels = [h.item.label for h in naive.search(q["text"], org=who.scope.org, k=k)]
-        distractors += sum(1 for x in labels if memory[x]["role"] == "superseded"
-                           or not retrieval.readable(who, memory[x]["scope"]))
+        distractors += sum(
+            1 for x in labels if memory[x]["role"] == "superseded" or not retrieval.readable(who, memory[x]["scope"])
+        )
         ranks.append(labels.index(q["answer"]) + 1 if q["answer"] in labels else None)
         ctx.tick(NAME, n + 1, len(fixture.queries))
     naive_scores = retrieval.scores(ranks, k)
     key = f"mrr@{k}"
-    ours_distractors = sum(sum(row["distractor_hits"].values()) for name, row in modes.items()
-                           if name != "oracle_switch")
+    ours_distractors = sum(
+        sum(row["distractor_hits"].values()) for name, row in modes.items() if name != "oracle_switch"
+    )
     single = [m for m in ("lexical", "vector") if m in modes]
     metrics = [
-        Metric(f"{measure} — hybrid (ours) vs naive", modes["hybrid"][measure], naive_scores[measure], unit="score",
-               short=f"{measure} hybrid")
+        Metric(
+            f"{measure} — hybrid (ours) vs naive",
+            modes["hybrid"][measure],
+            naive_scores[measure],
+            unit="score",
+            short=f"{measure} hybrid",
+        )
         for measure in ("hit@1", "hit@5", key)
     ]
     metrics += [
         Metric(f"{measure} — {mode} alone", modes[mode][measure], unit="score")
-        for mode in single for measure in ("hit@1", key)
+        for mode in single
+        for measure in ("hit@1", key)
     ]
     metrics += [
-        Metric("distractor hits (superseded or out of scope) in the top k", float(ours_distractors), float(distractors),
-               (Gate("ours", "==", 0),), unit="count"),
+        Metric(
+            "distractor hits (superseded or out of scope) in the top k",
+            float(ours_distractors),
+            float(distractors),
+            (Gate("ours", "==", 0),),
+            unit="count",
+        ),
     ]
     if single:
         claim = not [p for p in retrieval.verdict({"modes": modes, "k": k}) if "does not beat" in p]
-        metrics.append(Metric("hybrid beats both single signals on hit@1, hit@5 and MRR (issue 12's gate)",
-                              1.0 if claim else 0.0, unit="score", note="gated by `memlake eval retrieval`, not here"))
-    details: dict[str, Any] = {"memories": len(fixture.memories), "queries": len(fixture.queries), "k": k,
-                               "naive": naive_scores, "embedder": ctx.embedder.name}
+        metrics.append(
+            Metric(
+                "hybrid beats both single signals on hit@1, hit@5 and MRR (issue 12's gate)",
+                1.0 if claim else 0.0,
+                unit="score",
+                note="gated by `memlake eval retrieval`, not here",
+            )
+        )
+    details: dict[str, Any] = {
+        "memories": len(fixture.memories),
+        "queries": len(fixture.queries),
+        "k": k,
+        "naive": naive_scores,
+        "embedder": ctx.embedder.name,
+    }
     folder = locomo_folder(ctx)
     if folder is not None:  # the full run: LoCoMo dev conversations, each held out in turn
         from . import locomo
@@ -87,8 +115,15 @@ def run(ctx: Context) -> EvalResult:
         details["locomo"] = {"path": str(folder), **report}
         for setting, res in report["results"].items():
             for measure in ("session_hit@1", "turn_r@5"):
-                metrics.append(Metric(f"LoCoMo {measure.replace('_', ' ')} — {setting} (each conversation held out)",
-                                      res["pooled"][measure], unit="score", data=str(folder),
-                                      short=f"locomo {measure.split('_')[1]} {setting}"))
-    return EvalResult(NAME, f"retrieval fixture ({len(fixture.memories)} memories, {len(fixture.queries)} queries)",
-                      metrics, details)
+                metrics.append(
+                    Metric(
+                        f"LoCoMo {measure.replace('_', ' ')} — {setting} (each conversation held out)",
+                        res["pooled"][measure],
+                        unit="score",
+                        data=str(folder),
+                        short=f"locomo {measure.split('_')[1]} {setting}",
+                    )
+                )
+    return EvalResult(
+        NAME, f"retrieval fixture ({len(fixture.memories)} memories, {len(fixture.queries)} queries)", metrics, details
+    )

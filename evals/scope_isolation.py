@@ -47,31 +47,86 @@ def generate(seed: int, accounts: int, customers: int) -> tuple[list[Event], lis
         for n in range(accounts):
             subject = f"account:{org}-{n}"
             at = day(n * 0.1)
-            events.append(Event(at, steward, ml.Fact(subject, "discount_ceiling", f"{org} ceiling 10% for {subject}",
-                                                     at, source="pricing@v1", evidence=f"wiki:{org}/pricing"),
-                                scope=ml.Scope(org), label=f"{subject}@{org}"))
+            events.append(
+                Event(
+                    at,
+                    steward,
+                    ml.Fact(
+                        subject,
+                        "discount_ceiling",
+                        f"{org} ceiling 10% for {subject}",
+                        at,
+                        source="pricing@v1",
+                        evidence=f"wiki:{org}/pricing",
+                    ),
+                    scope=ml.Scope(org),
+                    label=f"{subject}@{org}",
+                )
+            )
             for s in rng.sample(shared[1:], 3):  # overrides at some divisions and teams
-                events.append(Event(at + timedelta(hours=1), steward, ml.Fact(
-                    subject, "discount_ceiling", f"{s.path} ceiling {rng.randrange(11, 30)}% for {subject}",
-                    at, source="pricing@v1", evidence=f"wiki:{s.path}/pricing"), scope=s, label=f"{subject}@{s.path}"))
+                events.append(
+                    Event(
+                        at + timedelta(hours=1),
+                        steward,
+                        ml.Fact(
+                            subject,
+                            "discount_ceiling",
+                            f"{s.path} ceiling {rng.randrange(11, 30)}% for {subject}",
+                            at,
+                            source="pricing@v1",
+                            evidence=f"wiki:{s.path}/pricing",
+                        ),
+                        scope=s,
+                        label=f"{subject}@{s.path}",
+                    )
+                )
         for s in shared[1:]:
             if s.team is not None:
-                events.append(Event(day(1), steward, ml.Episode(
-                    "crm", "prod", f"{s.path} team: quote tool froze on large orders", "cleared the quote cache",
-                    "fixed", day(1), evidence=f"https://tickets.example/{s.path}", source="support-log@v2"),
-                    scope=s, label=f"episode@{s.path}"))
+                events.append(
+                    Event(
+                        day(1),
+                        steward,
+                        ml.Episode(
+                            "crm",
+                            "prod",
+                            f"{s.path} team: quote tool froze on large orders",
+                            "cleared the quote cache",
+                            "fixed",
+                            day(1),
+                            evidence=f"https://tickets.example/{s.path}",
+                            source="support-log@v2",
+                        ),
+                        scope=s,
+                        label=f"episode@{s.path}",
+                    )
+                )
         for n in range(customers):
             owner = rng.choice(actors)
             subject = f"customer:{org}-{n}"
-            events.append(Event(day(2 + n * 0.05), steward, ml.Fact(
-                subject, "call_notes", f"{owner.actor} private call notes on {subject}: budget frozen until Q3",
-                day(2), source="crm@v2", evidence=f"crm:{subject}"), scope=owner, label=f"{subject}@{owner.path}"))
+            events.append(
+                Event(
+                    day(2 + n * 0.05),
+                    steward,
+                    ml.Fact(
+                        subject,
+                        "call_notes",
+                        f"{owner.actor} private call notes on {subject}: budget frozen until Q3",
+                        day(2),
+                        source="crm@v2",
+                        evidence=f"crm:{subject}",
+                    ),
+                    scope=owner,
+                    label=f"{subject}@{owner.path}",
+                )
+            )
     principals = []
     for org in ORGS:
         for s in tree(org):
             if s.actor is not None:
-                principals += [ml.Principal(f"{s.actor}-{s.team}", s, role="member"),
-                               ml.Principal(f"bot-{s.team}", s, role="agent")]
+                principals += [
+                    ml.Principal(f"{s.actor}-{s.team}", s, role="member"),
+                    ml.Principal(f"bot-{s.team}", s, role="agent"),
+                ]
             elif s.team is not None:
                 principals.append(ml.Principal(f"lead-{s.team}", s, role="curator"))
     return events, principals
@@ -149,22 +204,46 @@ def run(ctx: Context) -> EvalResult:
         subject = f"account:{who.scope.org}-{rng.randrange(accounts)}"
         want = ids[label] if (label := most_specific(events, subject, who)) else None
         got = store.get_fact(subject, "discount_ceiling", by=who)
-        top = naive.search(f"discount ceiling for {subject}", org=who.scope.org, entity=subject,
-                           where={"attribute": "discount_ceiling"}, k=1)
+        top = naive.search(
+            f"discount ceiling for {subject}",
+            org=who.scope.org,
+            entity=subject,
+            where={"attribute": "discount_ceiling"},
+            k=1,
+        )
         asked += 1
         right["ours"] += (got.record_id if got else None) == want
         right["naive"] += (top[0].item.record_id if top else None) == want
         ctx.tick(NAME, questions + n + 1, questions + len(principals))
 
     metrics = [
-        Metric("cross-scope items served (share of served items the asker may not read)",
-               rate(cross["ours"], served["ours"]), rate(cross["naive"], served["naive"]),
-               (Gate("ours", "==", 0),), short="cross-scope items"),
-        Metric("cross-scope items served (count)", float(cross["ours"]), float(cross["naive"]),
-               (Gate("ours", "==", 0),), unit="count"),
-        Metric("slot answered from the most specific readable scope", rate(right["ours"], asked),
-               rate(right["naive"], asked), (Gate("ours", "==", 1),), unit="score", short="scope precedence"),
+        Metric(
+            "cross-scope items served (share of served items the asker may not read)",
+            rate(cross["ours"], served["ours"]),
+            rate(cross["naive"], served["naive"]),
+            (Gate("ours", "==", 0),),
+            short="cross-scope items",
+        ),
+        Metric(
+            "cross-scope items served (count)",
+            float(cross["ours"]),
+            float(cross["naive"]),
+            (Gate("ours", "==", 0),),
+            unit="count",
+        ),
+        Metric(
+            "slot answered from the most specific readable scope",
+            rate(right["ours"], asked),
+            rate(right["naive"], asked),
+            (Gate("ours", "==", 1),),
+            unit="score",
+            short="scope precedence",
+        ),
     ]
-    details = {"questions": questions, "principals": len(principals), "served_items": served,
-               "scope_column_filters_refused": refused}
+    details = {
+        "questions": questions,
+        "principals": len(principals),
+        "served_items": served,
+        "scope_column_filters_refused": refused,
+    }
     return EvalResult(NAME, f"generated org trees (seed {seed}, {questions} questions)", metrics, details)

@@ -19,8 +19,7 @@ from .core import UTC, EvalResult, fmt
 JSON_NAME, MD_NAME, PNG_NAME = "scorecard.json", "scorecard.md", "scorecard.png"
 
 
-def card(results: Sequence[EvalResult], *, commit: str, mode: str, data: str | None,
-         embedder: str) -> dict[str, Any]:
+def card(results: Sequence[EvalResult], *, commit: str, mode: str, data: str | None, embedder: str) -> dict[str, Any]:
     return {
         "commit": commit,
         "made_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -44,11 +43,14 @@ def markdown(scorecard: dict[str, Any]) -> str:
     for ev in scorecard["evals"]:
         for m in ev["metrics"]:
             mark = {True: "yes", False: "**NO**", None: ""}[m["passed"]]
-            lines.append(f"| {ev['name']} | {m['name']} | {fmt(m['ours'], m['unit'])} | "
-                         f"{fmt(m['naive'], m['unit'])} | {', '.join(m['gates'])} | {mark} | {m['data']} | "
-                         f"{scorecard['commit']} |")
-    footnotes = [f"- {ev['name']}, {m['name']}: {m['note']}" for ev in scorecard["evals"] for m in ev["metrics"]
-                 if m.get("note")]
+            lines.append(
+                f"| {ev['name']} | {m['name']} | {fmt(m['ours'], m['unit'])} | "
+                f"{fmt(m['naive'], m['unit'])} | {', '.join(m['gates'])} | {mark} | {m['data']} | "
+                f"{scorecard['commit']} |"
+            )
+    footnotes = [
+        f"- {ev['name']}, {m['name']}: {m['note']}" for ev in scorecard["evals"] for m in ev["metrics"] if m.get("note")
+    ]
     if footnotes:
         lines += ["", "Notes:", "", *footnotes]
     notes = [(ev["name"], ev["details"]["effect"]) for ev in scorecard["evals"] if "effect" in ev.get("details", {})]
@@ -66,18 +68,26 @@ def plot(scorecard: dict[str, Any], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    rows = [(ev["name"], m) for ev in scorecard["evals"] for m in ev["metrics"]
-            if m["unit"] in ("rate", "score") and m["ours"] is not None and m["naive"] is not None]
+    rows = [
+        (ev["name"], m)
+        for ev in scorecard["evals"]
+        for m in ev["metrics"]
+        if m["unit"] in ("rate", "score") and m["ours"] is not None and m["naive"] is not None
+    ]
     if not rows:
         return False
     labels = [f"{name}: " + (m.get("short") or textwrap.shorten(m["name"], 40, placeholder="…")) for name, m in rows]
     height = 0.38
     fig, ax = plt.subplots(figsize=(10, 0.55 * len(rows) + 1.4))
     ys = list(range(len(rows)))
-    ax.barh([y - height / 2 for y in ys], [m["ours"] for _, m in rows], height, label="this store",
-            color="#2b6cb0")
-    ax.barh([y + height / 2 for y in ys], [m["naive"] for _, m in rows], height, label="naive vector memory",
-            color="#c05621")
+    ax.barh([y - height / 2 for y in ys], [m["ours"] for _, m in rows], height, label="this store", color="#2b6cb0")
+    ax.barh(
+        [y + height / 2 for y in ys],
+        [m["naive"] for _, m in rows],
+        height,
+        label="naive vector memory",
+        color="#c05621",
+    )
     for y, (_, m) in zip(ys, rows, strict=True):
         ax.text(max(m["ours"], 0) + 0.01, y - height / 2, fmt(m["ours"], m["unit"]), va="center", fontsize=7)
         ax.text(max(m["naive"], 0) + 0.01, y + height / 2, fmt(m["naive"], m["unit"]), va="center", fontsize=7)
@@ -98,8 +108,11 @@ def write(scorecard: dict[str, Any], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = [out / JSON_NAME, out / MD_NAME]
     png = out / PNG_NAME
-    scorecard["plot"] = PNG_NAME if plot(scorecard, png) else "skipped: matplotlib is not installed (pip install " \
-                                                              "'memory-lakehouse[eval]')"
+    scorecard["plot"] = (
+        PNG_NAME
+        if plot(scorecard, png)
+        else "skipped: matplotlib is not installed (pip install 'memory-lakehouse[eval]')"
+    )
     if scorecard["plot"] == PNG_NAME:
         written.append(png)
     (out / JSON_NAME).write_text(json.dumps(scorecard, indent=2, default=str) + "\n", encoding="utf-8")

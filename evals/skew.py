@@ -68,12 +68,25 @@ def generate(seed: int, customers: int) -> tuple[list[Event], list[Decision], da
                 by, source, written = LIVE, LIVE_SOURCE, at + timedelta(minutes=rng.randrange(5, 90))
             if caught:
                 text = "; ".join(f"{customer} " + FACTS[a][0].format(v=setup[a]) for a in caught)
-                events.append(Event(written, by, ml.Fact(
-                    customer, f"session_summary_{s}", text, at, source=source, evidence=f"session:{customer}/{s}")))
+                events.append(
+                    Event(
+                        written,
+                        by,
+                        ml.Fact(
+                            customer,
+                            f"session_summary_{s}",
+                            text,
+                            at,
+                            source=source,
+                            evidence=f"session:{customer}/{s}",
+                        ),
+                    )
+                )
         for d in range(2):
             attribute = rng.choice(sorted(FACTS))
-            decisions.append(Decision(f"{customer}-d{d}", customer, attribute, setup[attribute],
-                                      day(rng.uniform(70, 190))))
+            decisions.append(
+                Decision(f"{customer}-d{d}", customer, attribute, setup[attribute], day(rng.uniform(70, 190)))
+            )
     return events, decisions, backfill_at
 
 
@@ -100,8 +113,9 @@ def run(ctx: Context) -> EvalResult:
             i += 1
         ingest(due, store, naive, clock)
         clock.set(d.decided_at)
-        hits = store.recall(f"{d.customer} {d.attribute.replace('_', ' ')}", by=AGENT, subject=d.customer,
-                            kinds=["fact"], k=5)
+        hits = store.recall(
+            f"{d.customer} {d.attribute.replace('_', ' ')}", by=AGENT, subject=d.customer, kinds=["fact"], k=5
+        )
         production_right += _right([str(getattr(h.record, "value", "")) for h in hits], d)
         ctx.tick(NAME, n + 1, len(decisions) * 2)
     ingest(live[i:], store, naive, clock)
@@ -118,8 +132,11 @@ def run(ctx: Context) -> EvalResult:
         nh = naive.search(question, org="acme", entity=d.customer, kinds=["fact"], k=5)
         sources["naive"].update(h.item.source for h in nh)
         right["naive"] += _right([str(h.item.payload.get("value")) for h in nh], d)
-        nh_live = [h for h in naive.search(question, org="acme", entity=d.customer, kinds=["fact"], k=50)
-                   if h.item.source != BACKFILL_SOURCE][:5]
+        nh_live = [
+            h
+            for h in naive.search(question, org="acme", entity=d.customer, kinds=["fact"], k=50)
+            if h.item.source != BACKFILL_SOURCE
+        ][:5]
         right["naive_without_backfill"] += _right([str(h.item.payload.get("value")) for h in nh_live], d)
         ctx.tick(NAME, len(decisions) + n + 1, len(decisions) * 2)
 
@@ -127,23 +144,49 @@ def run(ctx: Context) -> EvalResult:
     served = {side: sum(c.values()) for side, c in sources.items()}
     share = {side: rate(c[BACKFILL_SOURCE], served[side]) for side, c in sources.items()}
     metrics = [
-        Metric(f"share of replay-served items from {BACKFILL_SOURCE} (a definition production never ran)",
-               share["ours"], share["naive"], (Gate("ours", "==", 0), Gate("naive", ">", 0)),
-               short=f"served from {BACKFILL_SOURCE}"),
-        Metric(f"share of replay-served items from {LIVE_SOURCE} (the production definition)",
-               rate(sources["ours"][LIVE_SOURCE], served["ours"]), rate(sources["naive"][LIVE_SOURCE], served["naive"]),
-               short=f"served from {LIVE_SOURCE}"),
-        Metric("replay score with every source (ours: as of each decision)", rate(right["ours"], total),
-               rate(right["naive"], total), unit="score", short="score, every source"),
-        Metric(f"replay score without {BACKFILL_SOURCE} rows", rate(right["ours"], total),
-               rate(right["naive_without_backfill"], total), unit="score", short=f"score without {BACKFILL_SOURCE}"),
+        Metric(
+            f"share of replay-served items from {BACKFILL_SOURCE} (a definition production never ran)",
+            share["ours"],
+            share["naive"],
+            (Gate("ours", "==", 0), Gate("naive", ">", 0)),
+            short=f"served from {BACKFILL_SOURCE}",
+        ),
+        Metric(
+            f"share of replay-served items from {LIVE_SOURCE} (the production definition)",
+            rate(sources["ours"][LIVE_SOURCE], served["ours"]),
+            rate(sources["naive"][LIVE_SOURCE], served["naive"]),
+            short=f"served from {LIVE_SOURCE}",
+        ),
+        Metric(
+            "replay score with every source (ours: as of each decision)",
+            rate(right["ours"], total),
+            rate(right["naive"], total),
+            unit="score",
+            short="score, every source",
+        ),
+        Metric(
+            f"replay score without {BACKFILL_SOURCE} rows",
+            rate(right["ours"], total),
+            rate(right["naive_without_backfill"], total),
+            unit="score",
+            short=f"score without {BACKFILL_SOURCE}",
+        ),
         Metric("production score", rate(production_right, total), unit="score"),
-        Metric("replay score minus production score", rate(right["ours"], total) - rate(production_right, total),
-               rate(right["naive"], total) - rate(production_right, total), (Gate("ours", "==", 0),), unit="score",
-               short="replay minus production"),
+        Metric(
+            "replay score minus production score",
+            rate(right["ours"], total) - rate(production_right, total),
+            rate(right["naive"], total) - rate(production_right, total),
+            (Gate("ours", "==", 0),),
+            unit="score",
+            short="replay minus production",
+        ),
     ]
-    details: dict[str, Any] = {"decisions": total, "served_by_source": {k: dict(v) for k, v in sources.items()},
-                               "backfill_rows": sum(1 for e in events if e.by is BACKFILL),
-                               "live_rows": sum(1 for e in events if e.by is LIVE)}
-    return EvalResult(NAME, f"generated sessions (seed {seed}, {customers} customers, {total} decisions)", metrics,
-                      details)
+    details: dict[str, Any] = {
+        "decisions": total,
+        "served_by_source": {k: dict(v) for k, v in sources.items()},
+        "backfill_rows": sum(1 for e in events if e.by is BACKFILL),
+        "live_rows": sum(1 for e in events if e.by is LIVE),
+    }
+    return EvalResult(
+        NAME, f"generated sessions (seed {seed}, {customers} customers, {total} decisions)", metrics, details
+    )

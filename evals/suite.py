@@ -81,8 +81,14 @@ def _progress(enabled: bool) -> tuple[Any, Callable[[str, int, int], None] | Non
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    bar = Progress(TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=Console(stderr=True), transient=False)
+    bar = Progress(
+        TextColumn("{task.description:<16}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
     tasks: dict[str, Any] = {}
 
     def tick(label: str, done: int, total: int) -> None:
@@ -95,13 +101,18 @@ def _progress(enabled: bool) -> tuple[Any, Callable[[str, int, int], None] | Non
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memlake eval", description=(__doc__ or "").splitlines()[0])
-    p.add_argument("names", nargs="*", default=["all"], metavar="NAME",
-                   help="evals to run (default: all): " + ", ".join(EVALS))
+    p.add_argument(
+        "names", nargs="*", default=["all"], metavar="NAME", help="evals to run (default: all): " + ", ".join(EVALS)
+    )
     p.add_argument("--quick", action="store_true", help="small generated datasets (the demo's run)")
     p.add_argument("--data", type=Path, help="dataset folder, e.g. ../shared/data/locomo-dev (full run)")
     p.add_argument("--out", type=Path, help="folder for scorecard.json, scorecard.md and scorecard.png")
-    p.add_argument("--embedder", choices=("default", "hashing", "minilm"), default="default",
-                   help="default: hashing in --quick, the offline MiniLM model otherwise")
+    p.add_argument(
+        "--embedder",
+        choices=("default", "hashing", "minilm"),
+        default="default",
+        help="default: hashing in --quick, the offline MiniLM model otherwise",
+    )
     p.add_argument("--json", action="store_true", help="print the scorecard JSON instead of the table")
     return p
 
@@ -118,8 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = list(dict.fromkeys(n for name in args.names for n in (available() if name == "all" else [name])))
     unknown = [n for n in names if n not in EVALS]
     if unknown:
-        print(f"memlake eval: no eval named {', '.join(unknown)} (have: all, {', '.join(available())})",
-              file=sys.stderr)
+        print(
+            f"memlake eval: no eval named {', '.join(unknown)} (have: all, {', '.join(available())})", file=sys.stderr
+        )
         return 2
     if args.data is not None and not args.data.exists():
         print(f"memlake eval: --data {args.data}: no such folder", file=sys.stderr)
@@ -134,8 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             results = run_suite(names, ctx)
     else:
         results = run_suite(names, ctx)
-    card = scorecard.card(results, commit=commit, mode="quick" if args.quick else "full",
-                          data=str(args.data) if args.data else None, embedder=embedder.name)
+    card = scorecard.card(
+        results,
+        commit=commit,
+        mode="quick" if args.quick else "full",
+        data=str(args.data) if args.data else None,
+        embedder=embedder.name,
+    )
     if args.out is not None:
         written = scorecard.write(card, args.out)
         print("scorecard: " + ", ".join(str(p) for p in written), file=sys.stderr)

@@ -9,16 +9,30 @@ from here.
 """
 
 from .audit import AuditEvent, AuditLog
-from .capture import (
-    CaptureJob, CaptureResult, ExtractionTask, ExtractionWorker, Extractor, LoadReport, Question, RuleExtractor, Seen,
-)
-from .conversation import Memory, Summary, Turn
 from .authz import Authorization, authorize
 from .browse import History, Listing, SlotVersion
+from .capture import (
+    CaptureJob,
+    CaptureResult,
+    ExtractionTask,
+    ExtractionWorker,
+    Extractor,
+    LoadReport,
+    Question,
+    RuleExtractor,
+    Seen,
+)
 from .context import Context, ContextItem
+from .conversation import Memory, Summary, Turn
 from .embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
 from .errors import (
-    ConflictError, Escalation, LakehouseError, PermissionDenied, StaleGeneration, StoreError, ValidationError,
+    ConflictError,
+    Escalation,
+    LakehouseError,
+    PermissionDenied,
+    StaleGeneration,
+    StoreError,
+    ValidationError,
 )
 from .forget import ForgetReport, PurgeReport
 from .maintenance import CheckpointReport, CompactReport, MaintenancePolicy, MaintenanceStatus, VacuumReport
@@ -37,12 +51,65 @@ from .write import BatchResult, WriteResult
 __version__ = "0.1.0"
 
 __all__ = [
-    "AuditEvent", "AuditLog", "Authorization", "Basis", "BatchResult", "CallableEmbedder", "Candidate", "CaptureJob",
-    "CaptureResult", "CheckpointReport", "CompactReport", "ConflictError", "Context", "ContextItem", "Decision",
-    "Embedder", "Envelope", "Episode", "Escalation", "ExportReport", "ExtractionTask", "ExtractionWorker",
-    "Extractor", "Fact", "ForgetReport", "HashingEmbedder", "History", "Hit", "LakehouseError", "Listing",
-    "LoadReport", "MaintenancePolicy", "MaintenanceStatus", "Memory", "MemoryStore", "MiniLMEmbedder", "Note",
-    "PermissionDenied", "Policy", "Preference", "Principal", "PurgeReport", "Question", "Ranking", "Redactor",
-    "Reference", "ReplayResult", "RuleExtractor", "Scope", "Seen", "SlotVersion", "StaleGeneration", "StoreError",
-    "Summary", "Turn", "VacuumReport", "ValidationError", "WriteResult", "__version__", "authorize", "open",
+    "AuditEvent",
+    "AuditLog",
+    "Authorization",
+    "Basis",
+    "BatchResult",
+    "CallableEmbedder",
+    "Candidate",
+    "CaptureJob",
+    "CaptureResult",
+    "CheckpointReport",
+    "CompactReport",
+    "ConflictError",
+    "Context",
+    "ContextItem",
+    "Decision",
+    "Embedder",
+    "Envelope",
+    "Episode",
+    "Escalation",
+    "ExportReport",
+    "ExtractionTask",
+    "ExtractionWorker",
+    "Extractor",
+    "Fact",
+    "ForgetReport",
+    "HashingEmbedder",
+    "History",
+    "Hit",
+    "LakehouseError",
+    "Listing",
+    "LoadReport",
+    "MaintenancePolicy",
+    "MaintenanceStatus",
+    "Memory",
+    "MemoryStore",
+    "MiniLMEmbedder",
+    "Note",
+    "PermissionDenied",
+    "Policy",
+    "Preference",
+    "Principal",
+    "PurgeReport",
+    "Question",
+    "Ranking",
+    "Redactor",
+    "Reference",
+    "ReplayResult",
+    "RuleExtractor",
+    "Scope",
+    "Seen",
+    "SlotVersion",
+    "StaleGeneration",
+    "StoreError",
+    "Summary",
+    "Turn",
+    "VacuumReport",
+    "ValidationError",
+    "WriteResult",
+    "__version__",
+    "authorize",
+    "open",
 ]

@@ -21,8 +21,8 @@ anything else (two windows, no window) is refused as unreadable.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 from .errors import PermissionDenied, ValidationError
 from .policy import Decision
@@ -33,8 +33,9 @@ __all__ = ["Authorization", "authorize", "return_window"]
 
 ACTIONS: tuple[str, ...] = ("refund",)
 
-_FORBIDS = re.compile(r"\b(cannot|can ?not|may not|must not) be returned\b|\bno returns?\b|\bnon-?returnable\b",
-                      re.IGNORECASE)
+_FORBIDS = re.compile(
+    r"\b(cannot|can ?not|may not|must not) be returned\b|\bno returns?\b|\bnon-?returnable\b", re.IGNORECASE
+)
 _WINDOW = re.compile(r"\bwithin (\d+) days?\b", re.IGNORECASE)
 
 
@@ -46,7 +47,7 @@ class Authorization:
     principal: str
     amount: float
     policy_id: str
-    record_id: Optional[str]
+    record_id: str | None
     reason: str
 
 
@@ -67,7 +68,8 @@ def return_window(policy: Policy) -> int:
     if len(windows) != 1:
         raise PermissionDenied(
             f"policy {policy.policy_id} states {'no' if not windows else 'more than one'} return window "
-            f"({policy.text!r}); a person must decide")
+            f"({policy.text!r}); a person must decide"
+        )
     return windows.pop()
 
 
@@ -95,7 +97,8 @@ def authorize(
     if not isinstance(decision, Decision):
         raise ValidationError(
             "authorize needs the resolver's Decision; memory (a past case, a note) grants no permission",
-            field="decision")
+            field="decision",
+        )
     for name, value in (("amount", amount), ("elapsed_days", elapsed_days)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValidationError(f"{name} must be a non-negative number", field=name)
@@ -110,14 +113,19 @@ def authorize(
         raise PermissionDenied(f"policy {policy.policy_id} does not allow returns: {policy.text!r}")
     if elapsed_days > window:
         raise PermissionDenied(
-            f"policy {policy.policy_id} allows returns within {window} days; this one is {elapsed_days:g} days in")
+            f"policy {policy.policy_id} allows returns within {window} days; this one is {elapsed_days:g} days in"
+        )
     limit = limits.get(principal.role)
     if limit is None or limit <= 0:
         raise PermissionDenied(f"{principal.id} ({principal.role}) may not issue refunds")
     if amount > limit:
         raise PermissionDenied(f"{principal.id} ({principal.role}) may refund up to {limit:g}, not {amount:g}")
     return Authorization(
-        action, principal.id, float(amount), policy.policy_id, policy.record_id,
+        action,
+        principal.id,
+        float(amount),
+        policy.policy_id,
+        policy.record_id,
         f"{policy.policy_id} allows returns within {window} days ({elapsed_days:g} elapsed); "
         f"{principal.role} limit {limit:g} covers {amount:g}",
     )

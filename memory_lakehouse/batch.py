@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import TracebackType
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from .errors import StoreError, ValidationError
 from .records import Envelope
@@ -27,15 +27,15 @@ if TYPE_CHECKING:
 class Batch:
     """Records collected for one commit; `result` holds the `BatchResult` once it is made."""
 
-    def __init__(self, store: "MemoryStore", *, reason: Optional[str] = None) -> None:
+    def __init__(self, store: MemoryStore, *, reason: str | None = None) -> None:
         self._store = store
         self._reason = reason
         self._records: list[Envelope] = []
         self._by: list[Principal] = []
         self._done = False
-        self.result: Optional[BatchResult] = None
+        self.result: BatchResult | None = None
 
-    def write(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None) -> None:
+    def write(self, record: Envelope, *, by: Principal, scope: Scope | None = None) -> None:
         """Add *record*, written by *by* (at *scope*, the record's own, or *by*'s), to the commit."""
         if self._done:
             raise StoreError("this batch has been committed or discarded; open a new one with store.batch()")
@@ -62,11 +62,12 @@ class Batch:
         self.result = self._store._commit_batch(self._records, self._by, reason=self._reason)
         return self.result
 
-    def __enter__(self) -> "Batch":
+    def __enter__(self) -> Batch:
         return self
 
-    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc_type is not None:
             self._done = True  # discarded: nothing of it is written
             return

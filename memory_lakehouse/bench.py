@@ -19,8 +19,9 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from .records import Fact
 from .scope import Principal, Scope
@@ -35,11 +36,14 @@ def _org_of(record: Fact) -> str:
         raise ValueError("synthetic facts are scoped")
     return record.scope.org
 
+
 ORGS = [f"org{i:02d}" for i in range(20)]
 ATTRIBUTES = ["plan", "region", "sso_provider", "billing_cycle", "seats", "support_tier", "language", "timezone"]
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
-         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu enterprise starter pro team").split()
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+    "quebec romeo sierra tango uniform victor whiskey xray yankee zulu enterprise starter pro team"
+).split()
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def scope_for(i: int) -> Scope:
@@ -53,9 +57,15 @@ def scope_for(i: int) -> Scope:
 def synthetic_facts(n: int, *, seed: int = 7, start: int = 0) -> Iterator[Fact]:
     rng = random.Random(seed + start)
     for i in range(start, start + n):
-        yield Fact(f"user:{i // 4}", ATTRIBUTES[i % len(ATTRIBUTES)],
-                   " ".join(rng.choice(WORDS) for _ in range(6)),
-                   T0 + timedelta(minutes=i), source="bench@v1", evidence=f"evt:{i}", scope=scope_for(i))
+        yield Fact(
+            f"user:{i // 4}",
+            ATTRIBUTES[i % len(ATTRIBUTES)],
+            " ".join(rng.choice(WORDS) for _ in range(6)),
+            T0 + timedelta(minutes=i),
+            source="bench@v1",
+            evidence=f"evt:{i}",
+            scope=scope_for(i),
+        )
 
 
 def _pct(samples: Sequence[float], q: float) -> float:
@@ -92,7 +102,9 @@ def own_peak_rss_mb() -> float:
     return peak_rss_mb()
 
 
-def ingest(store: MemoryStore, n: int, *, start: int = 0, batch: int = 1000, clock: Optional["_ManualClock"] = None) -> float:
+def ingest(
+    store: MemoryStore, n: int, *, start: int = 0, batch: int = 1000, clock: _ManualClock | None = None
+) -> float:
     """write_many in per-org batches of *batch*; returns records/s of the write_many calls.
 
     Records are taken in windows of one batch per org, made one window at a time (a
@@ -144,11 +156,15 @@ def read_figures(store: MemoryStore, n_records: int, rounds: int) -> dict[str, A
 
     window = 1000 * len(ORGS)  # ingest() commits a window of records an hour after its last valid_from
 
-    def fact_past(slot: tuple[str, str, int]) -> None:  # a past basis just after the slot's window was committed: known and valid then
+    def fact_past(
+        slot: tuple[str, str, int],
+    ) -> None:  # a past basis just after the slot's window was committed: known and valid then
         when = T0 + timedelta(minutes=(slot[2] // window + 1) * window, hours=2)
         found["past"] += store.get_fact(slot[0], slot[1], by=reader, as_of=when) is not None
 
-    def fact_after_write(slot: tuple[str, str, int]) -> float:  # every write changes the snapshot: the read runs the narrowed query
+    def fact_after_write(
+        slot: tuple[str, str, int],
+    ) -> float:  # every write changes the snapshot: the read runs the narrowed query
         t = time.perf_counter()
         found["after_write"] += store.get_fact(slot[0], slot[1], by=reader) is not None
         return time.perf_counter() - t
@@ -164,10 +180,12 @@ def read_figures(store: MemoryStore, n_records: int, rounds: int) -> dict[str, A
         "get_fact_past": _time(lambda: fact_past(next(it_past)), rounds),
         "get_fact_now_after_a_write": _read_after_write(store, lambda i: fact_after_write(slots[i]), few),
         "recall_now": _time(lambda: store.recall(next(qi), by=reader, kinds=["fact"]), few),
-        "recall_past_fixed_basis": _time(lambda: store.recall(next(qi), by=reader, kinds=["fact"], as_of=fixed_past),
-                                         few),
-        "recall_past_varying_basis": _time(lambda: store.recall(next(qi), by=reader, kinds=["fact"],
-                                                                as_of=next(pasts)), few),
+        "recall_past_fixed_basis": _time(
+            lambda: store.recall(next(qi), by=reader, kinds=["fact"], as_of=fixed_past), few
+        ),
+        "recall_past_varying_basis": _time(
+            lambda: store.recall(next(qi), by=reader, kinds=["fact"], as_of=next(pasts)), few
+        ),
         "recall_actor_scope": _time(lambda: store.recall(next(qi), by=actor, kinds=["fact"]), few),
     }
     out["get_fact_hit_rate"] = {k: round(v / (few if k == "after_write" else rounds), 3) for k, v in found.items()}
@@ -179,8 +197,7 @@ def _read_after_write(store: MemoryStore, read: Callable[[int], float], n: int) 
     writer = Principal("bench-writer", Scope("org19", "support"), role="member")
     out = []
     for i in range(n):  # a new slot each time: a duplicate would write nothing
-        store.write(Fact(f"interleaved:{os.urandom(6).hex()}", "plan", f"value {i}", T0, source="bench@v1"),
-                    by=writer)
+        store.write(Fact(f"interleaved:{os.urandom(6).hex()}", "plan", f"value {i}", T0, source="bench@v1"), by=writer)
         out.append(read(i) * 1000)
     return {"p50_ms": _pct(out, 0.5), "p99_ms": _pct(out, 0.99), "mean_ms": round(statistics.fmean(out), 3)}
 
@@ -195,7 +212,9 @@ class _ManualClock:
         return self.now
 
 
-def recall_figures(store: MemoryStore, records: int, *, clock: _ManualClock, rounds: int = 200, k: int = 8) -> dict[str, Any]:
+def recall_figures(
+    store: MemoryStore, records: int, *, clock: _ManualClock, rounds: int = 200, k: int = 8
+) -> dict[str, Any]:
     """Recall cost at *records* facts, with the embedding of queries measured apart.
 
     Ingests the workload in two halves a day apart (so an as-of read at the midpoint
@@ -221,9 +240,17 @@ def recall_figures(store: MemoryStore, records: int, *, clock: _ManualClock, rou
     clock.now += timedelta(days=1)
     rates.append(ingest(store, records - half, start=half))
     per_org = records // len(ORGS)
-    slice_ = [Fact(f"deal:{i}", ATTRIBUTES[i % len(ATTRIBUTES)], f"{WORDS[i % len(WORDS)]} deal term {i}",
-                   T0 + timedelta(minutes=i), source="bench@v1", scope=Scope(org, "sales", "deals"))
-              for i in range(max(1, per_org // 100))]
+    slice_ = [
+        Fact(
+            f"deal:{i}",
+            ATTRIBUTES[i % len(ATTRIBUTES)],
+            f"{WORDS[i % len(WORDS)]} deal term {i}",
+            T0 + timedelta(minutes=i),
+            source="bench@v1",
+            scope=Scope(org, "sales", "deals"),
+        )
+        for i in range(max(1, per_org // 100))
+    ]
     store.write_many(slice_, by=steward)
     clock.now += timedelta(days=1)
     out["ingest_rps"] = rates
@@ -236,8 +263,12 @@ def recall_figures(store: MemoryStore, records: int, *, clock: _ManualClock, rou
     seconds = time.perf_counter() - started
     peaks["index_build"] = peak_rss_mb()
     indexed = sum(len(store.retriever.index.partition(o) or ()) for o in orgs)
-    out["index_build"] = {"partitions": len(orgs), "rows": indexed, "seconds": round(seconds, 1),
-                          "rows_per_s": round(indexed / seconds, 1)}
+    out["index_build"] = {
+        "partitions": len(orgs),
+        "rows": indexed,
+        "seconds": round(seconds, 1),
+        "rows_per_s": round(indexed / seconds, 1),
+    }
 
     rng = random.Random(11)
     queries = _queries(rng, rounds)
@@ -270,13 +301,24 @@ def recall_figures(store: MemoryStore, records: int, *, clock: _ManualClock, rou
     raw = largest._index
     raw.set_ef(64)
     vi = iter(vectors)
-    out["raw_hnswlib_query"] = {"org": largest_org, "vectors": len(largest),
-                                **_time(lambda: raw.knn_query(next(vi), k=k, num_threads=1), rounds)}
+    out["raw_hnswlib_query"] = {
+        "org": largest_org,
+        "vectors": len(largest),
+        **_time(lambda: raw.knn_query(next(vi), k=k, num_threads=1), rounds),
+    }
     out["floor_ms"] = round(out["query_embedding"]["p50_ms"] + out["raw_hnswlib_query"]["p50_ms"], 3)
 
-    new = [Fact(f"late:{i}", ATTRIBUTES[i % len(ATTRIBUTES)], " ".join(rng.sample(WORDS, 6)),
-                T0 + timedelta(minutes=i), source="bench@v1", scope=Scope(org, "support", "team1"))
-           for i in range(1000)]
+    new = [
+        Fact(
+            f"late:{i}",
+            ATTRIBUTES[i % len(ATTRIBUTES)],
+            " ".join(rng.sample(WORDS, 6)),
+            T0 + timedelta(minutes=i),
+            source="bench@v1",
+            scope=Scope(org, "support", "team1"),
+        )
+        for i in range(1000)
+    ]
     store.write_many(new, by=steward)  # team1: the next recall's partition sync must embed them all
     started = time.perf_counter()
     store.retriever.sync(org)
@@ -285,10 +327,11 @@ def recall_figures(store: MemoryStore, records: int, *, clock: _ManualClock, rou
     store.recall(queries[1], by=broad, kinds=["fact"], k=k)
     first = time.perf_counter() - started
     it = iter(queries * 2)
-    out["catch_up_1000_rows"] = {"sync_ms": round(catch_up * 1000, 1),
-                                 "first_recall_after_ms": round(first * 1000, 1),
-                                 "recall_after": _time(lambda: store.recall(next(it), by=broad, kinds=["fact"], k=k),
-                                                       max(5, rounds // 4))}
+    out["catch_up_1000_rows"] = {
+        "sync_ms": round(catch_up * 1000, 1),
+        "first_recall_after_ms": round(first * 1000, 1),
+        "recall_after": _time(lambda: store.recall(next(it), by=broad, kinds=["fact"], k=k), max(5, rounds // 4)),
+    }
     return out
 
 
@@ -309,8 +352,9 @@ def _queries(rng: random.Random, n: int) -> list[str]:
     return queries
 
 
-def serving_figures(root: str, *, now: datetime, midpoint: datetime, embedder: str = "default",
-                    rounds: int = 200, k: int = 8) -> dict[str, Any]:
+def serving_figures(
+    root: str, *, now: datetime, midpoint: datetime, embedder: str = "default", rounds: int = 200, k: int = 8
+) -> dict[str, Any]:
     """Serve recall from the store `recall_figures` built, and report this process's peak RSS.
 
     Meant for a fresh process (`in_fresh_process`): its peak is then what serving costs —
@@ -325,8 +369,11 @@ def serving_figures(root: str, *, now: datetime, midpoint: datetime, embedder: s
     broad, narrow = _readers("org03")
     queries = _queries(random.Random(11), rounds)
     out: dict[str, Any] = {}
-    for name, kw in (("recall_now", {"by": broad}), ("recall_as_of_midpoint", {"by": broad, "as_of": midpoint}),
-                     ("recall_selective_1pct", {"by": narrow})):
+    for name, kw in (
+        ("recall_now", {"by": broad}),
+        ("recall_as_of_midpoint", {"by": broad, "as_of": midpoint}),
+        ("recall_selective_1pct", {"by": narrow}),
+    ):
         it = iter(queries)
         out[name] = _time(lambda it=it, kw=kw: store.recall(next(it), kinds=["fact"], k=k, **kw), rounds)  # type: ignore[misc]  # defaults bind the loop
     out["recall_now"]["note"] = "includes embedding each query (once)"
@@ -355,8 +402,14 @@ def in_fresh_process(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return pool.submit(fn, *args, **kwargs).result()
 
 
-def run(records: int = 100_000, *, quick: bool = False, root: Optional[str] = None, recall: bool = False,
-        embedder: str = "default") -> dict[str, Any]:
+def run(
+    records: int = 100_000,
+    *,
+    quick: bool = False,
+    root: str | None = None,
+    recall: bool = False,
+    embedder: str = "default",
+) -> dict[str, Any]:
     from .store import open as open_store
 
     root = root or tempfile.mkdtemp(prefix="memlake-bench-")
@@ -367,9 +420,14 @@ def run(records: int = 100_000, *, quick: bool = False, root: Optional[str] = No
         figures = recall_figures(store, records, clock=clock, rounds=2 * rounds)
         store.close()
         out = {"records": records, "store": root, "recall": figures, "peak_rss_mb": peak_rss_mb()}
-        serving = in_fresh_process(serving_figures, root, now=clock.now,
-                                   midpoint=datetime.fromisoformat(figures["midpoint"]), embedder=embedder,
-                                   rounds=2 * rounds)
+        serving = in_fresh_process(
+            serving_figures,
+            root,
+            now=clock.now,
+            midpoint=datetime.fromisoformat(figures["midpoint"]),
+            embedder=embedder,
+            rounds=2 * rounds,
+        )
         out["peak_rss_serving_mb"] = serving["peak_rss_mb"]
         out["peak_rss_serving_all_orgs_mb"] = serving["peak_rss_all_orgs_mb"]
         out["serving"] = serving
@@ -393,28 +451,42 @@ def run(records: int = 100_000, *, quick: bool = False, root: Optional[str] = No
     return out
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--store", help="where to build the store (default: a temp dir)")
-    parser.add_argument("--recall", action="store_true",
-                        help="recall figures only: index build, recall p50/p99 without embedding, as-of, "
-                             "a 1%% visible set, catching up 1,000 rows; then peak RSS of serving the built "
-                             "store from a fresh process")
-    parser.add_argument("--embedder", choices=("default", "hashing"), default="default",
-                        help="with --recall: the default model, or feature hashing for a quick run")
-    parser.add_argument("--workload", choices=("store", "tenants"), default="store",
-                        help="store: the single-reader store and recall figures above; tenants: 20 orgs x 5 teams "
-                             "x 10 actors, each read by a new actor, beside the SQLite + numpy floor of scripts/")
+    parser.add_argument(
+        "--recall",
+        action="store_true",
+        help="recall figures only: index build, recall p50/p99 without embedding, as-of, "
+        "a 1%% visible set, catching up 1,000 rows; then peak RSS of serving the built "
+        "store from a fresh process",
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=("default", "hashing"),
+        default="default",
+        help="with --recall: the default model, or feature hashing for a quick run",
+    )
+    parser.add_argument(
+        "--workload",
+        choices=("store", "tenants"),
+        default="store",
+        help="store: the single-reader store and recall figures above; tenants: 20 orgs x 5 teams "
+        "x 10 actors, each read by a new actor, beside the SQLite + numpy floor of scripts/",
+    )
     args = parser.parse_args(argv)
     if args.workload == "tenants":
         from .bench_tenants import main as tenants_main
 
         tenants_main(args.records, root=args.store, quick=args.quick)
         return
-    json.dump(run(args.records, quick=args.quick, root=args.store, recall=args.recall, embedder=args.embedder),
-              sys.stdout, indent=2)
+    json.dump(
+        run(args.records, quick=args.quick, root=args.store, recall=args.recall, embedder=args.embedder),
+        sys.stdout,
+        indent=2,
+    )
     print()
 
 

@@ -26,10 +26,11 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from .records import Fact
 from .scope import Principal, Scope
@@ -38,9 +39,11 @@ ORGS = tuple(f"org{i:02d}" for i in range(20))
 TEAMS = 5
 ACTORS = 10
 ATTRIBUTES = ("plan", "region", "sso_provider", "billing_cycle", "seats", "support_tier", "language", "timezone")
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
-         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu enterprise starter pro team").split()
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+    "quebec romeo sierra tango uniform victor whiskey xray yankee zulu enterprise starter pro team"
+).split()
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BATCH = 1000
 #: A record this far back has the same org, team, actor and level (1000 = 20 * 5 * 10).
 SUPERSEDE_BACK = 1000
@@ -84,8 +87,16 @@ class Workload:
         scope = scope_of(org, team, actor, level)
         valid_from = T0 + timedelta(minutes=i)
         fact = Fact(subject, attribute, value, valid_from, source="bench@v1", scope=scope)
-        row = {"org": org, "team": scope.team, "actor": scope.actor, "subject": subject, "attribute": attribute,
-               "value": value, "text": f"{subject} {attribute}: {value}", "valid_from": valid_from}
+        row = {
+            "org": org,
+            "team": scope.team,
+            "actor": scope.actor,
+            "subject": subject,
+            "attribute": attribute,
+            "value": value,
+            "text": f"{subject} {attribute}: {value}",
+            "valid_from": valid_from,
+        }
         return fact, self.writer(org, team, actor, level), row
 
     def writer(self, org: str, team: str, actor: str, level: int) -> Principal:
@@ -116,8 +127,12 @@ def _pct(samples: Sequence[float], q: float) -> float:
 
 
 def _stats(samples: Sequence[float], cpu: Sequence[float] = ()) -> dict[str, float]:
-    out = {"p50_ms": _pct(samples, 0.5), "p99_ms": _pct(samples, 0.99), "mean_ms": round(statistics.fmean(samples), 3),
-           "n": len(samples)}
+    out = {
+        "p50_ms": _pct(samples, 0.5),
+        "p99_ms": _pct(samples, 0.99),
+        "mean_ms": round(statistics.fmean(samples), 3),
+        "n": len(samples),
+    }
     if cpu:  # CPU time of this process: what the call costs, less the waits for a shared machine's cores
         out.update(cpu_p50_ms=_pct(cpu, 0.5), cpu_p99_ms=_pct(cpu, 0.99))
     return out
@@ -153,10 +168,16 @@ def _reset_peak() -> None:
         pass
 
 
-def load_floor(path: Optional[str] = None) -> Optional[ModuleType]:
+def load_floor(path: str | None = None) -> ModuleType | None:
     """scripts/floor_sqlite.py from a checkout (the floor is not part of the library)."""
-    candidates = [Path(path)] if path else [Path.cwd() / "scripts" / "floor_sqlite.py",
-                                            Path(__file__).resolve().parents[1] / "scripts" / "floor_sqlite.py"]
+    candidates = (
+        [Path(path)]
+        if path
+        else [
+            Path.cwd() / "scripts" / "floor_sqlite.py",
+            Path(__file__).resolve().parents[1] / "scripts" / "floor_sqlite.py",
+        ]
+    )
     for candidate in candidates:
         if candidate.is_file():
             spec = importlib.util.spec_from_file_location("floor_sqlite", candidate)
@@ -190,7 +211,8 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     first = actor_principal(ORGS[0], "team0", "a0")
     out["single_write_fresh_store"], _ = _timed(
         lambda i: store.write(Fact(f"single:{i}", "plan", f"value {i}", T0, source="bench@v1"), by=first),
-        list(range(20)))
+        list(range(20)),
+    )
     spent, spent_cpu, midpoint = 0.0, 0.0, None
     for start in range(0, records, BATCH):
         items = [work.record(i) for i in range(start, min(records, start + BATCH))]
@@ -218,32 +240,36 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
         store.retriever.embed_query(q)  # store cost only: every query embedded before the clock
     actors = _actors(rng, rounds * 3)
     readers = [actor_principal(*a) for a in actors]
-    now_readers, past_readers, fact_readers = readers[:rounds], readers[rounds:2 * rounds], readers[2 * rounds:]
+    now_readers, past_readers, fact_readers = readers[:rounds], readers[rounds : 2 * rounds], readers[2 * rounds :]
 
     # a serving store has met each org before: its BM25 model is built and its partition loaded
     # (one recall per org by its steward, not timed); the readers below are all new to the store
     for org in ORGS:
         store.recall("warm up", by=Principal(f"steward-{org}", Scope(org), role="curator"), k=k)
 
-    def recall(args: tuple[Principal, str, Optional[datetime]]) -> list[Any]:
+    def recall(args: tuple[Principal, str, datetime | None]) -> list[Any]:
         who, q, as_of = args
         return store.recall(q, by=who, k=k, as_of=as_of)
 
     out["recall_now_new_actor"], now_hits = _timed(recall, [(p, q, None) for p, q in zip(now_readers, queries)])
     out["recall_as_of_midpoint_new_actor"], past_hits = _timed(
-        recall, [(p, q, midpoint) for p, q in zip(past_readers, queries[rounds:])])
+        recall, [(p, q, midpoint) for p, q in zip(past_readers, queries[rounds:])]
+    )
     # A/B in the same process: the same kind of reads with the heads switched off (the per-reader
     # query for each kind, as before them), by actors of their own
     store.vis.use_heads = False
     ab = [actor_principal(*a) for a in _actors(random.Random(17), rounds // 4)]
     out["recall_now_new_actor_per_reader_query"], _ = _timed(
-        recall, [(p, q, None) for p, q in zip(ab, queries[3 * rounds:])])
+        recall, [(p, q, None) for p, q in zip(ab, queries[3 * rounds :])]
+    )
     store.vis.use_heads = True
     one = now_readers[0]
-    out["recall_now_single_reader"], _ = _timed(recall, [(one, q, None) for q in queries[2 * rounds:3 * rounds]])
+    out["recall_now_single_reader"], _ = _timed(recall, [(one, q, None) for q in queries[2 * rounds : 3 * rounds]])
     out["top_k_starved"] = sum(len(h) < k for h in now_hits + past_hits)
-    out["as_of_leaks"] = sum(any((h.record.known_since or T0) > midpoint or h.record.valid_from > midpoint
-                                 for h in hits) for hits in past_hits)
+    out["as_of_leaks"] = sum(
+        any((h.record.known_since or T0) > midpoint or h.record.valid_from > midpoint for h in hits)
+        for hits in past_hits
+    )
 
     def own_slot(who: Principal, i: int) -> tuple[str, str]:
         """A slot every actor of *who*'s org sees: one written at the org's scope."""
@@ -276,8 +302,13 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
         writer = actor_principal(org, "team0", "a0")
         reader = actor_principal(org, f"team{1 + i % 4}", f"a{i % ACTORS}")
         lead = Principal(f"lead-{org}", Scope(org), role="curator")
-        clocked("write", lambda: store.write(Fact(f"fresh:{i}", "plan", f"value {i}", clock.now, source="bench@v1",
-                                                  scope=Scope(org, "support")), by=lead))
+        clocked(
+            "write",
+            lambda: store.write(
+                Fact(f"fresh:{i}", "plan", f"value {i}", clock.now, source="bench@v1", scope=Scope(org, "support")),
+                by=lead,
+            ),
+        )
         subject, attribute = own_slot(reader, i)
         clocked("get", lambda: store.get_fact(subject, attribute, by=reader))
         store.write(Fact(f"fresh2:{i}", "plan", f"value {i}", clock.now, source="bench@v1"), by=writer)
@@ -286,14 +317,26 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     out["get_fact_first_after_own_org_write"] = _stats(*samples["get"])
     out["recall_first_after_own_org_write"] = _stats(*samples["recall"])
 
-    decisions = [(f"d{i}", readers[i % len(readers)], queries[i], None,
-                  T0 + timedelta(minutes=rng.randrange(records // 4, records))) for i in range(rounds)]
+    decisions = [
+        (
+            f"d{i}",
+            readers[i % len(readers)],
+            queries[i],
+            None,
+            T0 + timedelta(minutes=rng.randrange(records // 4, records)),
+        )
+        for i in range(rounds)
+    ]
     t = time.perf_counter()
     result = store.replay(decisions)
     seconds = time.perf_counter() - t
-    out["replay"] = {"decisions": rounds, "total_ms": round(seconds * 1000, 1),
-                     "ms_per_decision": round(seconds * 1000 / rounds, 3), "leaked_decisions": result.leaked_decisions,
-                     "visible_rows": result.visible.num_rows}
+    out["replay"] = {
+        "decisions": rounds,
+        "total_ms": round(seconds * 1000, 1),
+        "ms_per_decision": round(seconds * 1000 / rounds, 3),
+        "leaked_decisions": result.leaked_decisions,
+        "visible_rows": result.visible.num_rows,
+    }
     out["delta_rss_peak_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
     store.close()
     return out
@@ -335,12 +378,13 @@ def run_floor(floor_module: ModuleType, records: int, *, rounds: int = 200, k: i
     out: dict[str, Any] = {"ingest_rps": round(records / spent, 1), "ingest_rps_cpu": round(records / spent_cpu, 1)}
     out["recall_now_new_actor"], _ = _timed(search, [(a, q, now) for a, q in zip(actors[:rounds], queries)])
     out["recall_as_of_midpoint_new_actor"], _ = _timed(
-        search, [(a, q, midpoint) for a, q in zip(actors[rounds:2 * rounds], queries[rounds:])])
+        search, [(a, q, midpoint) for a, q in zip(actors[rounds : 2 * rounds], queries[rounds:])]
+    )
     out["delta_rss_peak_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
     return out
 
 
-def _ratio(a: Optional[float], b: Optional[float]) -> str:
+def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.1f}x" if a and b else "n/a"
 
 
@@ -348,51 +392,91 @@ def markdown(result: dict[str, Any]) -> str:
     """The figures as a table: wall-clock (CPU time of the process in brackets) and store / floor."""
     s, f = result["store"], result.get("floor") or {}
 
-    def lat(side: dict[str, Any], name: str, q: str = "p50") -> tuple[Optional[float], Optional[float]]:
+    def lat(side: dict[str, Any], name: str, q: str = "p50") -> tuple[float | None, float | None]:
         fig = side.get(name) or {}
         return fig.get(f"{q}_ms"), fig.get(f"cpu_{q}_ms")
 
-    rows: list[tuple[str, tuple[Optional[float], Optional[float]], tuple[Optional[float], Optional[float]], bool]] = [
-        ("ingest, 1,000-record batches mixing orgs (rec/s)", (s["ingest_rps"], s.get("ingest_rps_cpu")),
-         (f.get("ingest_rps"), f.get("ingest_rps_cpu")), True),
-        ("recall p50, each query a new actor (ms)", lat(s, "recall_now_new_actor"), lat(f, "recall_now_new_actor"),
-         False),
-        ("recall p99, each query a new actor (ms)", lat(s, "recall_now_new_actor", "p99"),
-         lat(f, "recall_now_new_actor", "p99"), False),
-        ("recall p50 as of the midpoint, new actor (ms)", lat(s, "recall_as_of_midpoint_new_actor"),
-         lat(f, "recall_as_of_midpoint_new_actor"), False),
-        ("recall p50, new actor, heads off: per-reader query (ms)", lat(s, "recall_now_new_actor_per_reader_query"),
-         (None, None), False),
+    rows: list[tuple[str, tuple[float | None, float | None], tuple[float | None, float | None], bool]] = [
+        (
+            "ingest, 1,000-record batches mixing orgs (rec/s)",
+            (s["ingest_rps"], s.get("ingest_rps_cpu")),
+            (f.get("ingest_rps"), f.get("ingest_rps_cpu")),
+            True,
+        ),
+        (
+            "recall p50, each query a new actor (ms)",
+            lat(s, "recall_now_new_actor"),
+            lat(f, "recall_now_new_actor"),
+            False,
+        ),
+        (
+            "recall p99, each query a new actor (ms)",
+            lat(s, "recall_now_new_actor", "p99"),
+            lat(f, "recall_now_new_actor", "p99"),
+            False,
+        ),
+        (
+            "recall p50 as of the midpoint, new actor (ms)",
+            lat(s, "recall_as_of_midpoint_new_actor"),
+            lat(f, "recall_as_of_midpoint_new_actor"),
+            False,
+        ),
+        (
+            "recall p50, new actor, heads off: per-reader query (ms)",
+            lat(s, "recall_now_new_actor_per_reader_query"),
+            (None, None),
+            False,
+        ),
         ("recall p50, single reader repeated (ms)", lat(s, "recall_now_single_reader"), (None, None), False),
         ("get_fact p50, new actor (ms)", lat(s, "get_fact_new_actor"), (None, None), False),
-        ("get_fact p50, first after a write to own org (ms)", lat(s, "get_fact_first_after_own_org_write"),
-         (None, None), False),
-        ("recall p50, first after a write to own org (ms)", lat(s, "recall_first_after_own_org_write"),
-         (None, None), False),
+        (
+            "get_fact p50, first after a write to own org (ms)",
+            lat(s, "get_fact_first_after_own_org_write"),
+            (None, None),
+            False,
+        ),
+        (
+            "recall p50, first after a write to own org (ms)",
+            lat(s, "recall_first_after_own_org_write"),
+            (None, None),
+            False,
+        ),
         ("single write p50, fresh store (ms)", lat(s, "single_write_fresh_store"), (None, None), False),
         ("single write p50 on the built store (ms)", lat(s, "single_write_on_built_store"), (None, None), False),
         ("replay, ms per decision (200 at once)", (s["replay"]["ms_per_decision"], None), (None, None), False),
         ("Δ peak RSS (MB)", (s["delta_rss_peak_mb"], None), (f.get("delta_rss_peak_mb"), None), False),
     ]
 
-    def cell(v: tuple[Optional[float], Optional[float]]) -> str:
+    def cell(v: tuple[float | None, float | None]) -> str:
         if v[0] is None:
             return ""
         return f"{v[0]:,}" + (f" ({v[1]:,})" if v[1] is not None else "")
 
-    lines = [f"records: {result['records']:,}, workload: tenants (20 orgs x 5 teams x 10 actors), embedder: hashing; "
-             f"load {result.get('loadavg_before')} -> {result.get('loadavg_after')}",
-             "", "| figure | memory_lakehouse (CPU) | floor: SQLite + numpy (CPU) | store / floor |", "|---|---|---|---|"]
+    lines = [
+        f"records: {result['records']:,}, workload: tenants (20 orgs x 5 teams x 10 actors), embedder: hashing; "
+        f"load {result.get('loadavg_before')} -> {result.get('loadavg_after')}",
+        "",
+        "| figure | memory_lakehouse (CPU) | floor: SQLite + numpy (CPU) | store / floor |",
+        "|---|---|---|---|",
+    ]
     for name, mine, theirs, higher_is_better in rows:
         ratio = (_ratio(theirs[0], mine[0]) if higher_is_better else _ratio(mine[0], theirs[0])) if theirs[0] else ""
         lines.append(f"| {name} | {cell(mine)} | {cell(theirs)} | {ratio} |")
-    lines.append(f"\ntop-k starved: {s['top_k_starved']}, as-of leaks: {s['as_of_leaks']}, "
-                 f"replay leaks: {s['replay']['leaked_decisions']}; get_fact hit rate {s['get_fact_hit_rate']}")
+    lines.append(
+        f"\ntop-k starved: {s['top_k_starved']}, as-of leaks: {s['as_of_leaks']}, "
+        f"replay leaks: {s['replay']['leaked_decisions']}; get_fact hit rate {s['get_fact_hit_rate']}"
+    )
     return "\n".join(lines)
 
 
-def run(records: int = 100_000, *, root: Optional[str] = None, rounds: int = 200, floor: bool = True,
-        floor_path: Optional[str] = None) -> dict[str, Any]:
+def run(
+    records: int = 100_000,
+    *,
+    root: str | None = None,
+    rounds: int = 200,
+    floor: bool = True,
+    floor_path: str | None = None,
+) -> dict[str, Any]:
     root = root or tempfile.mkdtemp(prefix="memlake-tenants-")
     out: dict[str, Any] = {"records": records, "workload": "tenants", "rounds": rounds}
     with open("/proc/loadavg", encoding="ascii") as fh:
@@ -406,7 +490,7 @@ def run(records: int = 100_000, *, root: Optional[str] = None, rounds: int = 200
     return out
 
 
-def main(records: int, *, root: Optional[str], quick: bool) -> None:
+def main(records: int, *, root: str | None, quick: bool) -> None:
     result = run(records, root=root, rounds=50 if quick else 200)
     json.dump(result, sys.stdout, indent=2, default=str)
     print()

@@ -9,9 +9,10 @@ version it could have been served, and a forgotten subject has no history at all
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -27,12 +28,26 @@ TS = pa.timestamp("us", tz="UTC")
 
 #: Columns of a listing's table (`Listing.to_arrow`): the envelope, a kind-independent text
 #: and the record's own fields as JSON.
-LISTING_SCHEMA = pa.schema([
-    ("kind", pa.string()), ("record_id", pa.string()), ("lineage_id", pa.string()), ("subject", pa.string()),
-    ("scope", pa.string()), ("text", pa.string()), ("valid_from", TS), ("valid_to", TS), ("known_since", TS),
-    ("expires_at", TS), ("source", pa.string()), ("evidence", pa.string()), ("authority", pa.string()),
-    ("status", pa.string()), ("supersedes", pa.string()), ("fields", pa.string()),
-])
+LISTING_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("record_id", pa.string()),
+        ("lineage_id", pa.string()),
+        ("subject", pa.string()),
+        ("scope", pa.string()),
+        ("text", pa.string()),
+        ("valid_from", TS),
+        ("valid_to", TS),
+        ("known_since", TS),
+        ("expires_at", TS),
+        ("source", pa.string()),
+        ("evidence", pa.string()),
+        ("authority", pa.string()),
+        ("status", pa.string()),
+        ("supersedes", pa.string()),
+        ("fields", pa.string()),
+    ]
+)
 
 
 def record_text(record: Envelope) -> str:
@@ -47,12 +62,24 @@ def _row_of(record: Envelope) -> dict[str, Any]:
 
     start, end = record.valid_interval
     own = {k: v for k, v in to_dict(record).items() if k not in LISTING_SCHEMA.names}
-    return {"kind": record.kind, "record_id": record.record_id, "lineage_id": record.lineage_id,
-            "subject": record.subject_name, "scope": record.scope.path if record.scope else None,
-            "text": record_text(record), "valid_from": start, "valid_to": end,
-            "known_since": record.known_since, "expires_at": record.expires_at, "source": record.source,
-            "evidence": record.evidence, "authority": record.authority, "status": record.status,
-            "supersedes": record.supersedes, "fields": json.dumps(own, default=str, ensure_ascii=False)}
+    return {
+        "kind": record.kind,
+        "record_id": record.record_id,
+        "lineage_id": record.lineage_id,
+        "subject": record.subject_name,
+        "scope": record.scope.path if record.scope else None,
+        "text": record_text(record),
+        "valid_from": start,
+        "valid_to": end,
+        "known_since": record.known_since,
+        "expires_at": record.expires_at,
+        "source": record.source,
+        "evidence": record.evidence,
+        "authority": record.authority,
+        "status": record.status,
+        "supersedes": record.supersedes,
+        "fields": json.dumps(own, default=str, ensure_ascii=False),
+    }
 
 
 class Listing(Sequence[Envelope]):
@@ -93,36 +120,61 @@ class SlotVersion:
     """
 
     record: Envelope
-    valid_from: Optional[datetime]
-    valid_to: Optional[datetime]
-    known_from: Optional[datetime]
-    known_to: Optional[datetime]
-    supersedes: Optional[str]
-    superseded_by: Optional[str]
-    reason: Optional[str]
+    valid_from: datetime | None
+    valid_to: datetime | None
+    known_from: datetime | None
+    known_to: datetime | None
+    supersedes: str | None
+    superseded_by: str | None
+    reason: str | None
     retracted: bool
-    retraction_reason: Optional[str]
+    retraction_reason: str | None
 
     @property
     def record_id(self) -> str:
         return str(self.record.record_id)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"record_id": self.record_id, "kind": self.record.kind, "scope": self.record.scope.path
-                if self.record.scope else None, "text": record_text(self.record),
-                "value": getattr(self.record, "value", None), "valid_from": self.valid_from,
-                "valid_to": self.valid_to, "known_from": self.known_from, "known_to": self.known_to,
-                "supersedes": self.supersedes, "superseded_by": self.superseded_by, "reason": self.reason,
-                "retracted": self.retracted, "retraction_reason": self.retraction_reason,
-                "source": self.record.source, "evidence": self.record.evidence}
+        return {
+            "record_id": self.record_id,
+            "kind": self.record.kind,
+            "scope": self.record.scope.path if self.record.scope else None,
+            "text": record_text(self.record),
+            "value": getattr(self.record, "value", None),
+            "valid_from": self.valid_from,
+            "valid_to": self.valid_to,
+            "known_from": self.known_from,
+            "known_to": self.known_to,
+            "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by,
+            "reason": self.reason,
+            "retracted": self.retracted,
+            "retraction_reason": self.retraction_reason,
+            "source": self.record.source,
+            "evidence": self.record.evidence,
+        }
 
 
-HISTORY_SCHEMA = pa.schema([
-    ("record_id", pa.string()), ("kind", pa.string()), ("scope", pa.string()), ("text", pa.string()),
-    ("value", pa.string()), ("valid_from", TS), ("valid_to", TS), ("known_from", TS), ("known_to", TS),
-    ("supersedes", pa.string()), ("superseded_by", pa.string()), ("reason", pa.string()), ("retracted", pa.bool_()),
-    ("retraction_reason", pa.string()), ("source", pa.string()), ("evidence", pa.string()),
-])
+HISTORY_SCHEMA = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("kind", pa.string()),
+        ("scope", pa.string()),
+        ("text", pa.string()),
+        ("value", pa.string()),
+        ("valid_from", TS),
+        ("valid_to", TS),
+        ("known_from", TS),
+        ("known_to", TS),
+        ("supersedes", pa.string()),
+        ("superseded_by", pa.string()),
+        ("reason", pa.string()),
+        ("retracted", pa.bool_()),
+        ("retraction_reason", pa.string()),
+        ("source", pa.string()),
+        ("evidence", pa.string()),
+    ]
+)
 
 
 class History(Sequence[SlotVersion]):
@@ -159,15 +211,23 @@ class History(Sequence[SlotVersion]):
 
 # --------------------------------------------------------------------------- the calls
 
-def get(vis: Visibility, record_id: str, principal: Principal, basis: Basis) -> Optional[Envelope]:
+
+def get(vis: Visibility, record_id: str, principal: Principal, basis: Basis) -> Envelope | None:
     """The record with this id if the principal may see it (any version, superseded or not)."""
     kind = kind_of_record_id(record_id)
     rows = vis.versions(kind, principal, basis, filters={"record_id": str(record_id)})
     return record_from_row(kind, rows.to_pylist()[0]) if rows.num_rows else None
 
 
-def listing(vis: Visibility, subject: Optional[str], principal: Principal, basis: Basis, kinds: Sequence[str],
-            *, filters: Optional[Mapping[str, Any]] = None) -> Listing:
+def listing(
+    vis: Visibility,
+    subject: str | None,
+    principal: Principal,
+    basis: Basis,
+    kinds: Sequence[str],
+    *,
+    filters: Mapping[str, Any] | None = None,
+) -> Listing:
     """A subject's memories as the principal would be served them at *basis*, per kind, newest first.
 
     A filter naming a column a kind lacks excludes that kind (as in recall).
@@ -181,9 +241,17 @@ def listing(vis: Visibility, subject: Optional[str], principal: Principal, basis
     return Listing(out)
 
 
-def history(vis: Visibility, lake: Lake, principal: Principal, basis: Basis, *, kind: str,
-            subject: Optional[str] = None, attribute: Optional[str] = None,
-            lineage_id: Optional[str] = None) -> History:
+def history(
+    vis: Visibility,
+    lake: Lake,
+    principal: Principal,
+    basis: Basis,
+    *,
+    kind: str,
+    subject: str | None = None,
+    attribute: str | None = None,
+    lineage_id: str | None = None,
+) -> History:
     """Every version of one slot the principal may see, as known at ``basis.known_at``."""
     if kind not in SPECS:
         raise ValidationError(f"unknown kind {kind!r}", field="kind")
@@ -193,10 +261,12 @@ def history(vis: Visibility, lake: Lake, principal: Principal, basis: Basis, *, 
     elif subject is not None and attribute is not None and "attribute" in SPECS[kind].schema.names:
         filters["attribute"] = str(attribute).strip().lower()
     else:
-        raise ValidationError("history needs subject and attribute (facts, preferences), or lineage=",
-                              field="attribute")
-    rows = vis.versions(kind, principal, basis, subject=subject, filters=filters,
-                        statuses=("active", "retracted")).to_pylist()
+        raise ValidationError(
+            "history needs subject and attribute (facts, preferences), or lineage=", field="attribute"
+        )
+    rows = vis.versions(
+        kind, principal, basis, subject=subject, filters=filters, statuses=("active", "retracted")
+    ).to_pylist()
     actives = [r for r in rows if r["status"] == "active"]
     retractions = {r["supersedes"]: r for r in rows if r["status"] == "retracted" and r["supersedes"]}
     successor = {r["supersedes"]: r for r in actives if r["supersedes"]}
@@ -213,14 +283,22 @@ def history(vis: Visibility, lake: Lake, principal: Principal, basis: Basis, *, 
             else:  # a correction of the same valid time replaces it in the store's belief
                 known_to = min(t for t in (known_to, nxt["known_since"]) if t is not None)
         retraction = retractions.get(row["record_id"])
-        versions.append(SlotVersion(
-            record=record, valid_from=start, valid_to=min(ends) if ends else None, known_from=row["known_since"],
-            known_to=known_to, supersedes=row["supersedes"], superseded_by=nxt["record_id"] if nxt else None,
-            reason=row["reason"] or _commit_reason(lake, kind, row["txn_id"]),
-            retracted=row["retracted_since"] is not None,
-            retraction_reason=_commit_reason(lake, kind, retraction["txn_id"]) if retraction and
-            row["retracted_since"] is not None else None,
-        ))
+        versions.append(
+            SlotVersion(
+                record=record,
+                valid_from=start,
+                valid_to=min(ends) if ends else None,
+                known_from=row["known_since"],
+                known_to=known_to,
+                supersedes=row["supersedes"],
+                superseded_by=nxt["record_id"] if nxt else None,
+                reason=row["reason"] or _commit_reason(lake, kind, row["txn_id"]),
+                retracted=row["retracted_since"] is not None,
+                retraction_reason=_commit_reason(lake, kind, retraction["txn_id"])
+                if retraction and row["retracted_since"] is not None
+                else None,
+            )
+        )
     return History(versions)
 
 
@@ -234,12 +312,12 @@ def pending(vis: Visibility, principal: Principal, basis: Basis, kinds: Sequence
     return Listing(sorted(out, key=lambda r: r.known_since or basis.known_at))
 
 
-def _commit_reason(lake: Lake, kind: str, txn_id: Optional[str]) -> Optional[str]:
+def _commit_reason(lake: Lake, kind: str, txn_id: str | None) -> str | None:
     commit = lake.views[kind].by_txn.get(txn_id) if txn_id else None
     return commit.reason if commit is not None else None
 
 
-def proposer_of(lake: Lake, record: Envelope) -> Optional[str]:
+def proposer_of(lake: Lake, record: Envelope) -> str | None:
     """Who proposed a record (the actor of its commit)."""
     commit = lake.views[record.kind].by_txn.get(record.txn_id) if record.txn_id else None
     return commit.actor if commit is not None else None

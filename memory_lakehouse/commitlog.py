@@ -25,8 +25,9 @@ rows, and readers keep one per ``(table, version)``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,18 +42,20 @@ if TYPE_CHECKING:
 #: Where the record lives under the store root.
 COMMITS_TABLE = "_commits"
 
-COMMITS_SCHEMA = pa.schema([
-    pa.field("table", pa.string(), nullable=False),
-    pa.field("version", pa.int64(), nullable=False),
-    pa.field("txn_id", pa.string()),
-    pa.field("committed_at", TS, nullable=False),  # the store clock's reading, as the store read it
-    pa.field("operation", pa.string(), nullable=False),
-    pa.field("actor", pa.string()),
-    pa.field("reason", pa.string()),
-    pa.field("writers", pa.list_(pa.string())),
-    pa.field("kinds", pa.list_(pa.string())),  # every table the transaction appended to
-    pa.field("records", pa.int64()),
-])
+COMMITS_SCHEMA = pa.schema(
+    [
+        pa.field("table", pa.string(), nullable=False),
+        pa.field("version", pa.int64(), nullable=False),
+        pa.field("txn_id", pa.string()),
+        pa.field("committed_at", TS, nullable=False),  # the store clock's reading, as the store read it
+        pa.field("operation", pa.string(), nullable=False),
+        pa.field("actor", pa.string()),
+        pa.field("reason", pa.string()),
+        pa.field("writers", pa.list_(pa.string())),
+        pa.field("kinds", pa.list_(pa.string())),  # every table the transaction appended to
+        pa.field("records", pa.int64()),
+    ]
+)
 
 COMMITS_CONFIG = {
     "delta.dataSkippingStatsColumns": "version,committed_at",
@@ -67,15 +70,15 @@ COMMITS_CONFIG = {
 class CommitRecord:
     """The ``_commits`` table of one store: read what is recorded, append what is not yet."""
 
-    def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None) -> None:
+    def __init__(self, uri: str, *, storage_options: dict[str, str] | None = None) -> None:
         self.uri = uri
         self.storage_options = storage_options or None
         self._lock = threading.RLock()
-        self._dt: Optional[DeltaTable] = None
+        self._dt: DeltaTable | None = None
         self._version = -2
-        self._rows: Optional[pa.Table] = None
+        self._rows: pa.Table | None = None
 
-    def _table(self, *, create: bool = False) -> Optional[DeltaTable]:
+    def _table(self, *, create: bool = False) -> DeltaTable | None:
         """The table, or None while nothing was ever recorded (reading never creates it)."""
         if self._dt is None:
             try:
@@ -83,8 +86,13 @@ class CommitRecord:
             except TableNotFoundError:
                 if not create:
                     return None
-                self._dt = DeltaTable.create(self.uri, schema=COMMITS_SCHEMA, mode="ignore",
-                                             configuration=COMMITS_CONFIG, storage_options=self.storage_options)
+                self._dt = DeltaTable.create(
+                    self.uri,
+                    schema=COMMITS_SCHEMA,
+                    mode="ignore",
+                    configuration=COMMITS_CONFIG,
+                    storage_options=self.storage_options,
+                )
         return self._dt
 
     def rows(self, *, refresh: bool = True) -> pa.Table:
@@ -117,7 +125,7 @@ class CommitRecord:
         grouped = rows.group_by("table").aggregate([("version", "max")])
         return dict(zip(grouped.column("table").to_pylist(), grouped.column("version_max").to_pylist()))
 
-    def commits(self, table: str, *, refresh: bool = True) -> "dict[int, Commit]":
+    def commits(self, table: str, *, refresh: bool = True) -> dict[int, Commit]:
         """The recorded commits of *table*, by version."""
         from .lake import Commit
 
@@ -126,27 +134,51 @@ class CommitRecord:
         out = {}
         for r in picked.to_pylist():
             out[int(r["version"])] = Commit(
-                table=r["table"], version=int(r["version"]), txn_id=r["txn_id"], committed_at=r["committed_at"],
-                operation=r["operation"], actor=r["actor"], reason=r["reason"],
-                writers=tuple(r["writers"] or ()), kinds=tuple(r["kinds"] or ()), record_count=int(r["records"] or 0))
+                table=r["table"],
+                version=int(r["version"]),
+                txn_id=r["txn_id"],
+                committed_at=r["committed_at"],
+                operation=r["operation"],
+                actor=r["actor"],
+                reason=r["reason"],
+                writers=tuple(r["writers"] or ()),
+                kinds=tuple(r["kinds"] or ()),
+                record_count=int(r["records"] or 0),
+            )
         return out
 
-    def append(self, commits: Iterable["Commit"], *, committed_at: datetime) -> int:
+    def append(self, commits: Iterable[Commit], *, committed_at: datetime) -> int:
         """Record *commits* (those not recorded yet); return how many rows were written."""
         with self._lock:
             dt = self._table(create=True)
             assert dt is not None
             marks = self.watermarks()
-            new = sorted((c for c in commits if c.version > marks.get(c.table, -1)),
-                         key=lambda c: (c.table, c.version))
+            new = sorted((c for c in commits if c.version > marks.get(c.table, -1)), key=lambda c: (c.table, c.version))
             if not new:
                 return 0
-            data = pa.Table.from_pylist([{
-                "table": c.table, "version": c.version, "txn_id": c.txn_id, "committed_at": c.committed_at,
-                "operation": c.operation, "actor": c.actor, "reason": c.reason, "writers": list(c.writers),
-                "kinds": list(c.kinds), "records": c.record_count} for c in new], schema=COMMITS_SCHEMA)
-            meta = {"memlake.op": "record-commits", "memlake.committed_at": committed_at.isoformat(),
-                    "memlake.records": str(len(new))}
+            data = pa.Table.from_pylist(
+                [
+                    {
+                        "table": c.table,
+                        "version": c.version,
+                        "txn_id": c.txn_id,
+                        "committed_at": c.committed_at,
+                        "operation": c.operation,
+                        "actor": c.actor,
+                        "reason": c.reason,
+                        "writers": list(c.writers),
+                        "kinds": list(c.kinds),
+                        "records": c.record_count,
+                    }
+                    for c in new
+                ],
+                schema=COMMITS_SCHEMA,
+            )
+            meta = {
+                "memlake.op": "record-commits",
+                "memlake.committed_at": committed_at.isoformat(),
+                "memlake.records": str(len(new)),
+            }
             write_deltalake(dt, data, mode="append", commit_properties=CommitProperties(custom_metadata=meta))
             self._rows = None
             return len(new)

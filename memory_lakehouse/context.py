@@ -7,9 +7,10 @@ what went in, each with the provenance an agent needs to cite it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Optional, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,17 +21,25 @@ class ContextItem:
     kind: str
     text: str
     source: str
-    evidence: Optional[str]
-    valid_from: Optional[datetime]
-    valid_to: Optional[datetime]
-    scope: Optional[str]
+    evidence: str | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    scope: str | None
     score: float
     line: str  # the line of the block that carries it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"record_id": self.record_id, "kind": self.kind, "text": self.text, "source": self.source,
-                "evidence": self.evidence, "valid_from": self.valid_from, "valid_to": self.valid_to,
-                "scope": self.scope, "score": self.score}
+        return {
+            "record_id": self.record_id,
+            "kind": self.kind,
+            "text": self.text,
+            "source": self.source,
+            "evidence": self.evidence,
+            "valid_from": self.valid_from,
+            "valid_to": self.valid_to,
+            "scope": self.scope,
+            "score": self.score,
+        }
 
 
 class Context(str):
@@ -43,7 +52,7 @@ class Context(str):
 
     items: tuple[ContextItem, ...]
 
-    def __new__(cls, text: str, items: Sequence[ContextItem] = ()) -> "Context":
+    def __new__(cls, text: str, items: Sequence[ContextItem] = ()) -> Context:
         obj = super().__new__(cls, text)
         obj.items = tuple(items)
         return obj

@@ -150,6 +150,7 @@ class Sighting(Envelope):
 
 # --------------------------------------------------------------------------- specs
 
+
 def _turn_slot(r: Turn, scope: Any) -> str:
     return _slot("turn", r.session_id, r.position)
 
@@ -165,12 +166,22 @@ SPECS: dict[str, KindSpec] = {
             pa.field("position", pa.int64(), nullable=False),
             pa.field("text", pa.string(), nullable=False),
         ],
-        to_columns=lambda r: {"session_id": r.session_id, "role": r.role, "speaker": r.speaker,
-                              "position": int(r.position), "text": r.text},
+        to_columns=lambda r: {
+            "session_id": r.session_id,
+            "role": r.role,
+            "speaker": r.speaker,
+            "position": int(r.position),
+            "text": r.text,
+        },
         from_columns=lambda row: {
-            "session_id": row["session_id"], "role": row["role"], "speaker": row["speaker"],
-            "position": row["position"], "text": row["text"], "said_at": row["valid_from"],
-            "subject": row["subject"], "ttl": None,
+            "session_id": row["session_id"],
+            "role": row["role"],
+            "speaker": row["speaker"],
+            "position": row["position"],
+            "text": row["text"],
+            "said_at": row["valid_from"],
+            "subject": row["subject"],
+            "ttl": None,
         },
         slot=_turn_slot,
         content=lambda r: (r.role, r.speaker, r.text, r.said_at),
@@ -182,8 +193,12 @@ SPECS: dict[str, KindSpec] = {
         cls=Memory,
         columns=[pa.field("text", pa.string(), nullable=False)],
         to_columns=lambda r: {"text": r.text},
-        from_columns=lambda row: {"subject": row["subject"], "text": row["text"], "valid_from": row["valid_from"],
-                                  "valid_to": row["valid_to"]},
+        from_columns=lambda row: {
+            "subject": row["subject"],
+            "text": row["text"],
+            "valid_from": row["valid_from"],
+            "valid_to": row["valid_to"],
+        },
         slot=lambda r, scope: _slot("memory", r.subject, normalise_text(r.text)),
         content=lambda r: (r.valid_to,),
         text_parts=("subject", ": ", "text"),
@@ -193,8 +208,13 @@ SPECS: dict[str, KindSpec] = {
         cls=Summary,
         columns=[pa.field("session_id", pa.string(), nullable=False), pa.field("text", pa.string(), nullable=False)],
         to_columns=lambda r: {"session_id": r.session_id, "text": r.text},
-        from_columns=lambda row: {"session_id": row["session_id"], "text": row["text"],
-                                  "valid_from": row["valid_from"], "subject": row["subject"], "ttl": None},
+        from_columns=lambda row: {
+            "session_id": row["session_id"],
+            "text": row["text"],
+            "valid_from": row["valid_from"],
+            "subject": row["subject"],
+            "ttl": None,
+        },
         slot=lambda r, scope: _slot("summary", r.session_id, r._subject()),
         content=lambda r: (r.text, tuple(r.derived_from)),
         text_parts=("session_id", " summary: ", "text"),
@@ -215,7 +235,10 @@ SPECS: dict[str, KindSpec] = {
 UNINDEXED_KINDS: frozenset[str] = frozenset({"sighting"})
 #: Kinds whose free text the write path redacts, by field.
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {
-    "turn": ("text", "speaker"), "memory": ("text",), "summary": ("text",), "sighting": (),
+    "turn": ("text", "speaker"),
+    "memory": ("text",),
+    "summary": ("text",),
+    "sighting": (),
 }
 
 
@@ -251,25 +274,37 @@ def validate(r: Envelope, now: datetime) -> dict[str, Any] | None:
         said_at = require_aware(r.said_at, "said_at")
         assert said_at is not None
         ttl = _ttl(r.ttl)
-        return {"session_id": _text(r.session_id, "session_id"), "role": role, "text": _text(r.text, "text"),
-                "said_at": said_at, "speaker": _text(r.speaker, "speaker", optional=True),
-                "subject": _text(r.subject, "subject", optional=True),
-                **_expiry(r, said_at, ttl)}
+        return {
+            "session_id": _text(r.session_id, "session_id"),
+            "role": role,
+            "text": _text(r.text, "text"),
+            "said_at": said_at,
+            "speaker": _text(r.speaker, "speaker", optional=True),
+            "subject": _text(r.subject, "subject", optional=True),
+            **_expiry(r, said_at, ttl),
+        }
     if isinstance(r, Memory):
         valid_from = require_aware(r.valid_from, "valid_from", optional=True) or now
         valid_to = require_aware(r.valid_to, "valid_to", optional=True)
         if valid_to is not None and valid_to <= valid_from:
             raise ValidationError("valid_to must be after valid_from", field="valid_to")
-        return {"subject": _text(r.subject, "subject"), "text": _text(r.text, "text"),
-                "valid_from": valid_from, "valid_to": valid_to}
+        return {
+            "subject": _text(r.subject, "subject"),
+            "text": _text(r.text, "text"),
+            "valid_from": valid_from,
+            "valid_to": valid_to,
+        }
     if isinstance(r, Summary):
         valid_from = require_aware(r.valid_from, "valid_from", optional=True) or now
         if not r.derived_from:
-            raise ValidationError("a summary needs derived_from: the ids of the turns it covers",
-                                  field="derived_from")
-        return {"session_id": _text(r.session_id, "session_id"), "text": _text(r.text, "text"),
-                "valid_from": valid_from, "subject": _text(r.subject, "subject", optional=True),
-                **_expiry(r, valid_from, _ttl(r.ttl))}
+            raise ValidationError("a summary needs derived_from: the ids of the turns it covers", field="derived_from")
+        return {
+            "session_id": _text(r.session_id, "session_id"),
+            "text": _text(r.text, "text"),
+            "valid_from": valid_from,
+            "subject": _text(r.subject, "subject", optional=True),
+            **_expiry(r, valid_from, _ttl(r.ttl)),
+        }
     if isinstance(r, Sighting):
         if len(r.derived_from) != 2:
             raise ValidationError("a sighting is derived_from (seen record, turn)", field="derived_from")

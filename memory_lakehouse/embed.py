@@ -22,8 +22,9 @@ import itertools
 import os
 import re
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -99,7 +100,7 @@ _RUN_TOKENS = 512
 _TOKENIZE_CHUNK = 1024  # texts tokenized at a time: a tokenizers Encoding costs ~2 KB
 
 
-def _build_tokenizer(max_tokens: int | None) -> "tokenizers.Tokenizer":
+def _build_tokenizer(max_tokens: int | None) -> tokenizers.Tokenizer:
     """BERT-uncased WordPiece, as in the model's tokenizer.json (same vocabulary and steps)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
@@ -120,9 +121,7 @@ def _build_tokenizer(max_tokens: int | None) -> "tokenizers.Tokenizer":
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
     )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.post_processor = processors.BertProcessing(
-        ("[SEP]", vocab["[SEP]"]), ("[CLS]", vocab["[CLS]"])
-    )
+    tok.post_processor = processors.BertProcessing(("[SEP]", vocab["[SEP]"]), ("[CLS]", vocab["[CLS]"]))
     tok.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     if max_tokens is not None:
         tok.enable_truncation(max_length=max_tokens)
@@ -198,8 +197,9 @@ class MiniLMEmbedder:
                 )
             data = lookup_then_dequantize(data)
             try:
-                session = ort.InferenceSession(data, sess_options=self._session_options(),
-                                               providers=["CPUExecutionProvider"])
+                session = ort.InferenceSession(
+                    data, sess_options=self._session_options(), providers=["CPUExecutionProvider"]
+                )
             except Exception as exc:  # onnxruntime raises its own unrelated types
                 raise StoreError(f"cannot load {MODEL_DISTRIBUTION}'s model.onnx: {exc}") from exc
             self._inputs = frozenset(i.name for i in session.get_inputs())

@@ -15,7 +15,8 @@ prints them as one line and exits non-zero.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 class LakehouseError(Exception):
@@ -37,7 +38,7 @@ class ValidationError(LakehouseError, ValueError):
         self.index = index
         self.detail = message
 
-    def at(self, index: int, *, prefix: bool = True) -> "ValidationError":
+    def at(self, index: int, *, prefix: bool = True) -> ValidationError:
         """The same error located at record *index* of a batch (named in the message if *prefix*)."""
         located = ValidationError(self.detail, field=self.field, index=index if prefix else None)
         located.index = index
@@ -52,10 +53,13 @@ class StaleGeneration(LakehouseError):
     """The subject was forgotten after the worker read its generation: drop the result."""
 
     def __init__(self, subject_key: str, expected: int, current: int, message: str | None = None) -> None:
-        super().__init__(message or (
-            f"deletion generation is {current}, the write carried {expected}: "
-            "the subject was forgotten since this work started; its result is discarded"
-        ))
+        super().__init__(
+            message
+            or (
+                f"deletion generation is {current}, the write carried {expected}: "
+                "the subject was forgotten since this work started; its result is discarded"
+            )
+        )
         self.subject_key = subject_key
         self.expected = expected
         self.current = current

@@ -23,10 +23,11 @@ from __future__ import annotations
 import re
 import threading
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,18 +47,20 @@ if TYPE_CHECKING:  # annotations only: lake and the store import this module
     from .store import MemoryStore
     from .time import StoreClock
 
-LEDGER_SCHEMA = pa.schema([
-    pa.field("entry_id", pa.string(), nullable=False),
-    pa.field("op", pa.string(), nullable=False),  # forget | purge
-    pa.field("subject_key", pa.string()),
-    pa.field("generation", pa.int64(), nullable=False),
-    pa.field("record_ids", pa.list_(pa.string())),
-    pa.field("at", TS, nullable=False),
-    pa.field("by", pa.string(), nullable=False),
-    pa.field("reason", pa.string()),
-    pa.field("scope", pa.string()),  # the steward's scope: the subtree the tombstone covers
-    pa.field("txn_ids", pa.list_(pa.string())),  # commits that wrote the hidden rows (audit after purge)
-])
+LEDGER_SCHEMA = pa.schema(
+    [
+        pa.field("entry_id", pa.string(), nullable=False),
+        pa.field("op", pa.string(), nullable=False),  # forget | purge
+        pa.field("subject_key", pa.string()),
+        pa.field("generation", pa.int64(), nullable=False),
+        pa.field("record_ids", pa.list_(pa.string())),
+        pa.field("at", TS, nullable=False),
+        pa.field("by", pa.string(), nullable=False),
+        pa.field("reason", pa.string()),
+        pa.field("scope", pa.string()),  # the steward's scope: the subtree the tombstone covers
+        pa.field("txn_ids", pa.list_(pa.string())),  # commits that wrote the hidden rows (audit after purge)
+    ]
+)
 
 LEDGER_CONFIG = {
     "delta.dataSkippingStatsColumns": "at,generation",
@@ -77,13 +80,13 @@ class Tombstone:
     record_ids: tuple[str, ...]
     at: datetime
     by: str
-    reason: Optional[str]
-    scope: Optional[str]
+    reason: str | None
+    scope: str | None
     txn_ids: tuple[str, ...] = ()
 
     @property
-    def scope_parts(self) -> tuple[Optional[str], Optional[str], Optional[str]]:
-        parts: list[Optional[str]] = list((self.scope or "").split("/")) if self.scope else []
+    def scope_parts(self) -> tuple[str | None, str | None, str | None]:
+        parts: list[str | None] = list((self.scope or "").split("/")) if self.scope else []
         parts += [None] * (3 - len(parts))
         return parts[0], parts[1], parts[2]
 
@@ -91,7 +94,7 @@ class Tombstone:
 class Ledger:
     """The append-only deletion ledger (a Delta table)."""
 
-    def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None) -> None:
+    def __init__(self, uri: str, *, storage_options: dict[str, str] | None = None) -> None:
         self.uri = uri
         self.storage_options = storage_options or None
         self._lock = threading.RLock()
@@ -100,8 +103,13 @@ class Ledger:
                 self._dt = DeltaTable(uri, storage_options=self.storage_options)
         except TableNotFoundError:
             with storage_errors(f"create the deletion ledger at {uri}"):
-                self._dt = DeltaTable.create(uri, schema=LEDGER_SCHEMA, mode="ignore",
-                                             configuration=LEDGER_CONFIG, storage_options=self.storage_options)
+                self._dt = DeltaTable.create(
+                    uri,
+                    schema=LEDGER_SCHEMA,
+                    mode="ignore",
+                    configuration=LEDGER_CONFIG,
+                    storage_options=self.storage_options,
+                )
         self._version = -1
         self._entries: list[dict[str, Any]] = []
         self.refresh()
@@ -128,9 +136,19 @@ class Ledger:
 
     def tombstones(self) -> list[Tombstone]:
         return [
-            Tombstone(e["entry_id"], e["subject_key"], e["generation"], tuple(e["record_ids"] or ()),
-                      e["at"], e["by"], e["reason"], e.get("scope"), tuple(e.get("txn_ids") or ()))
-            for e in self._entries if e["op"] == "forget"
+            Tombstone(
+                e["entry_id"],
+                e["subject_key"],
+                e["generation"],
+                tuple(e["record_ids"] or ()),
+                e["at"],
+                e["by"],
+                e["reason"],
+                e.get("scope"),
+                tuple(e.get("txn_ids") or ()),
+            )
+            for e in self._entries
+            if e["op"] == "forget"
         ]
 
     def entries(self) -> list[dict[str, Any]]:
@@ -151,17 +169,41 @@ class Ledger:
             record_ids=frozenset(i for t in tombs for i in t.record_ids),
         )
 
-    def append(self, op: str, *, subject_key: Optional[str], generation: int, record_ids: Sequence[str],
-               at: datetime, by: str, reason: Optional[str], scope: Optional[str],
-               metadata: Mapping[str, str], txn_ids: Sequence[str] = ()) -> str:
+    def append(
+        self,
+        op: str,
+        *,
+        subject_key: str | None,
+        generation: int,
+        record_ids: Sequence[str],
+        at: datetime,
+        by: str,
+        reason: str | None,
+        scope: str | None,
+        metadata: Mapping[str, str],
+        txn_ids: Sequence[str] = (),
+    ) -> str:
         entry_id = "led_" + uuid.uuid4().hex
-        row = {"entry_id": entry_id, "op": op, "subject_key": subject_key, "generation": generation,
-               "record_ids": list(record_ids), "at": at, "by": by, "reason": reason, "scope": scope,
-               "txn_ids": sorted(set(txn_ids))}
+        row = {
+            "entry_id": entry_id,
+            "op": op,
+            "subject_key": subject_key,
+            "generation": generation,
+            "record_ids": list(record_ids),
+            "at": at,
+            "by": by,
+            "reason": reason,
+            "scope": scope,
+            "txn_ids": sorted(set(txn_ids)),
+        }
         with storage_errors(f"write to the deletion ledger at {self.uri}"):
-            write_deltalake(self.uri, pa.Table.from_pylist([row], schema=LEDGER_SCHEMA), mode="append",
-                            commit_properties=CommitProperties(custom_metadata=dict(metadata)),
-                            storage_options=self.storage_options)
+            write_deltalake(
+                self.uri,
+                pa.Table.from_pylist([row], schema=LEDGER_SCHEMA),
+                mode="append",
+                commit_properties=CommitProperties(custom_metadata=dict(metadata)),
+                storage_options=self.storage_options,
+            )
         self.refresh()
         return entry_id
 
@@ -178,8 +220,16 @@ class ForgetReport:
     scope: str
 
 
-def forget_subject(lake: Lake, ledger: "Ledger", principal: Principal, subject: str, *, reason: str,
-                   clock: StoreClock, redactor: Redactor) -> ForgetReport:
+def forget_subject(
+    lake: Lake,
+    ledger: Ledger,
+    principal: Principal,
+    subject: str,
+    *,
+    reason: str,
+    clock: StoreClock,
+    redactor: Redactor,
+) -> ForgetReport:
     """Append the tombstone that hides *subject* inside the principal's subtree, at every basis.
 
     Bumps the subject's deletion generation (stale workers' writes are refused) and
@@ -200,14 +250,30 @@ def forget_subject(lake: Lake, ledger: "Ledger", principal: Principal, subject: 
     at = clock.read()
     # the ledger outlives the purge and holds no content: not even the subject's name
     clean_reason = scrub_subjects(redactor.redact(reason)[0], [subject])
-    meta = commit_metadata(txn_id=new_txn_id(), committed_at=at, op="forget", actor=principal.id,
-                           reason=clean_reason, records=len(ids))
+    meta = commit_metadata(
+        txn_id=new_txn_id(), committed_at=at, op="forget", actor=principal.id, reason=clean_reason, records=len(ids)
+    )
     wanted = set(ids)
-    txns = {txn for kind in SPECS
-            for rid, txn in zip(lake.known_rows(kind).column("record_id").to_pylist(),
-                                lake.known_rows(kind).column("txn_id").to_pylist()) if rid in wanted}
-    entry = ledger.append("forget", subject_key=key, generation=generation, record_ids=ids, at=at, by=principal.id,
-                          reason=clean_reason, scope=principal.scope.path, metadata=meta, txn_ids=sorted(txns))
+    txns = {
+        txn
+        for kind in SPECS
+        for rid, txn in zip(
+            lake.known_rows(kind).column("record_id").to_pylist(), lake.known_rows(kind).column("txn_id").to_pylist()
+        )
+        if rid in wanted
+    }
+    entry = ledger.append(
+        "forget",
+        subject_key=key,
+        generation=generation,
+        record_ids=ids,
+        at=at,
+        by=principal.id,
+        reason=clean_reason,
+        scope=principal.scope.path,
+        metadata=meta,
+        txn_ids=sorted(txns),
+    )
     return ForgetReport(key, generation, tuple(ids), at, entry, principal.scope.path)
 
 
@@ -222,9 +288,10 @@ def scrub_subjects(text: str, names: Iterable[str]) -> str:
     present = {n for n in (m.strip() for m in names if m) if n and n.lower() in lowered}
     if not present:
         return text
-    pattern = "|".join((r"(?<!\w)" if re.match(r"\w", n) else "") + re.escape(n)
-                       + (r"(?!\w)" if re.match(r"\w", n[-1]) else "")
-                       for n in sorted(present, key=len, reverse=True))
+    pattern = "|".join(
+        (r"(?<!\w)" if re.match(r"\w", n) else "") + re.escape(n) + (r"(?!\w)" if re.match(r"\w", n[-1]) else "")
+        for n in sorted(present, key=len, reverse=True)
+    )
     return re.sub(pattern, "<subject>", text, flags=re.IGNORECASE)
 
 
@@ -240,8 +307,12 @@ def records_to_forget(lake: Lake, key: str, scope: Scope) -> list[str]:
     for kind in SPECS:
         rows = lake.known_rows(kind)
         inside = _inside(rows, scope)
-        about = pc.and_(inside, pc.or_(pc.equal(rows.column("subject_key"), key),
-                                       pc.fill_null(pc.equal(rows.column("actor_key"), key), False)))
+        about = pc.and_(
+            inside,
+            pc.or_(
+                pc.equal(rows.column("subject_key"), key), pc.fill_null(pc.equal(rows.column("actor_key"), key), False)
+            ),
+        )
         ids.update(rows.filter(about).column("record_id").to_pylist())
         has_parents = pc.and_(inside, pc.greater(pc.list_value_length(rows.column("derived_from")), 0))
         for row in rows.filter(pc.fill_null(has_parents, False)).select(["record_id", "derived_from"]).to_pylist():
@@ -269,6 +340,7 @@ def _inside(rows: pa.Table, scope: Scope) -> Any:
 
 # ---------------------------------------------------------------------------- purge
 
+
 @dataclass(frozen=True)
 class PurgeReport:
     """What a purge erased (or, in a dry run, would erase), and whether the bytes are gone."""
@@ -280,7 +352,7 @@ class PurgeReport:
     files_rewritten: int
     bytes_reclaimed: int
     partitions_rebuilt: tuple[str, ...]
-    verified: Optional[bool]
+    verified: bool | None
     leftovers: tuple[str, ...] = ()  # files still holding an erased value (verification failures)
     seconds: float = 0.0
 
@@ -292,10 +364,15 @@ class PurgeReport:
         rows = ", ".join(f"{n} {k}" for k, n in self.rows.items() if n) or "no rows"
         lines = [f"{head} {rows} ({self.subjects} forgotten subject(s), {self.expired_rows} expired row(s))"]
         if not self.dry_run:
-            lines.append(f"rewrote {self.files_rewritten} file(s), reclaimed {self.bytes_reclaimed} bytes, "
-                         f"rebuilt index partitions: {', '.join(self.partitions_rebuilt) or 'none'}")
-            lines.append("verified: no erased value left under the store root" if self.verified
-                         else f"VERIFICATION FAILED: {', '.join(self.leftovers)}")
+            lines.append(
+                f"rewrote {self.files_rewritten} file(s), reclaimed {self.bytes_reclaimed} bytes, "
+                f"rebuilt index partitions: {', '.join(self.partitions_rebuilt) or 'none'}"
+            )
+            lines.append(
+                "verified: no erased value left under the store root"
+                if self.verified
+                else f"VERIFICATION FAILED: {', '.join(self.leftovers)}"
+            )
         else:
             lines.append("run again with --yes (dry_run=False) to erase")
         return "\n".join(lines)
@@ -305,7 +382,7 @@ class PurgeReport:
 MIN_CANARY = 8
 
 
-def purge_targets(vis: Visibility, *, now: datetime, grace: timedelta, expired: bool = True) -> dict[str, "pa.Table"]:
+def purge_targets(vis: Visibility, *, now: datetime, grace: timedelta, expired: bool = True) -> dict[str, pa.Table]:
     """Rows to erase per kind: forgotten (ledger) and, with *expired*, past their expiry plus *grace*."""
     from .records import SPECS
 
@@ -325,7 +402,9 @@ def purge_targets(vis: Visibility, *, now: datetime, grace: timedelta, expired: 
                 expiring = "FALSE"
             out[kind] = vis.execute(
                 f"SELECT _row, record_id, org, hidden, ({expiring}) AS expired FROM {table} "
-                f"WHERE hidden OR ({expiring})", {"cutoff": cutoff} if "$cutoff" in expiring else {})
+                f"WHERE hidden OR ({expiring})",
+                {"cutoff": cutoff} if "$cutoff" in expiring else {},
+            )
     return out
 
 
@@ -356,11 +435,14 @@ def _text_values(kind: str, rows: pa.Table) -> set[str]:
 
 def _names_of(rows: pa.Table, forgotten_keys: set[str]) -> set[str]:
     """The names of forgotten subjects among erased *rows* (long enough to scan for)."""
-    return {name for name, key in zip(rows.column("subject").to_pylist(), rows.column("subject_key").to_pylist())
-            if key in forgotten_keys and isinstance(name, str) and len(name) >= MIN_CANARY}
+    return {
+        name
+        for name, key in zip(rows.column("subject").to_pylist(), rows.column("subject_key").to_pylist())
+        if key in forgotten_keys and isinstance(name, str) and len(name) >= MIN_CANARY
+    }
 
 
-def _string_leaves(array: Any) -> Iterable["pa.Array"]:
+def _string_leaves(array: Any) -> Iterable[pa.Array]:
     """Every string array inside an Arrow array, nested ones included (checkpoints are structs)."""
     import pyarrow.compute as pc
 
@@ -382,8 +464,14 @@ def _string_leaves(array: Any) -> Iterable["pa.Array"]:
 VECTOR_FILES = (".npy", ".hnsw")
 
 
-def scan_for(root: Path, values: set[str], *, skip: Sequence[str] = (), skip_suffixes: Sequence[str] = (),
-             files: Optional[Iterable[Path]] = None) -> list[str]:
+def scan_for(
+    root: Path,
+    values: set[str],
+    *,
+    skip: Sequence[str] = (),
+    skip_suffixes: Sequence[str] = (),
+    files: Iterable[Path] | None = None,
+) -> list[str]:
     """Files under *root* (or just *files*, which lie under it) that still hold any of
     *values*: raw bytes, and decoded parquet (pages may be compressed; nested columns are walked)."""
     from .lake import ObjectStore
@@ -392,8 +480,11 @@ def scan_for(root: Path, values: set[str], *, skip: Sequence[str] = (), skip_suf
         return []
     root = Path(root)
     paths = files if files is not None else (p for p in root.rglob("*") if p.is_file())
-    rels = [Path(p).relative_to(root).as_posix() for p in paths
-            if not any(str(p).startswith(s) for s in skip) and Path(p).suffix not in skip_suffixes]
+    rels = [
+        Path(p).relative_to(root).as_posix()
+        for p in paths
+        if not any(str(p).startswith(s) for s in skip) and Path(p).suffix not in skip_suffixes
+    ]
     return _scan(ObjectStore(str(root)), values, rels)
 
 
@@ -413,13 +504,15 @@ def _scan(objects: ObjectStore, values: set[str], rels: Iterable[str]) -> list[s
     return found
 
 
-def _needles(values: set[str]) -> tuple["re.Pattern[bytes]", "pa.Array"]:
+def _needles(values: set[str]) -> tuple[re.Pattern[bytes], pa.Array]:
     # one pass per file for every value (a regex alternation beats one `in` per value)
-    return (re.compile(b"|".join(re.escape(v.encode()) for v in sorted(values, key=len, reverse=True))),
-            pa.array(sorted(values), pa.string()))
+    return (
+        re.compile(b"|".join(re.escape(v.encode()) for v in sorted(values, key=len, reverse=True))),
+        pa.array(sorted(values), pa.string()),
+    )
 
 
-def _parquet_values(data: bytes, wanted: "pa.Array") -> set[str]:
+def _parquet_values(data: bytes, wanted: pa.Array) -> set[str]:
     """Which of *wanted* are whole values (quotes trimmed) somewhere in the parquet file *data*."""
     import pyarrow.parquet as pq
 
@@ -431,8 +524,7 @@ def _parquet_values(data: bytes, wanted: "pa.Array") -> set[str]:
     return out
 
 
-def _values_in(data: bytes, parquet: bool, values: set[str], needles: "re.Pattern[bytes]",
-               wanted: "pa.Array") -> set[str]:
+def _values_in(data: bytes, parquet: bool, values: set[str], needles: re.Pattern[bytes], wanted: pa.Array) -> set[str]:
     """Which of *values* (compiled by `_needles`) a file's *data* holds: raw bytes, decoded parquet."""
     found: set[str] = set()
     while True:  # a match hides the values overlapping it: look again for the rest
@@ -444,8 +536,9 @@ def _values_in(data: bytes, parquet: bool, values: set[str], needles: "re.Patter
     return found | (_parquet_values(data, wanted) if parquet else set())
 
 
-def verify_erased(lake: Lake, ledger: "Ledger", index_root: Path, *, values: set[str], names: set[str],
-                  record_ids: set[str]) -> list[str]:
+def verify_erased(
+    lake: Lake, ledger: Ledger, index_root: Path, *, values: set[str], names: set[str], record_ids: set[str]
+) -> list[str]:
     """Files that still hold something of the erased rows: a purge is verified when none does.
 
     *values* are the erased rows' distinctive texts, *names* the forgotten subjects' names
@@ -516,7 +609,7 @@ class _Kept:
             self.subjects.update(pc.unique(rows.column("subject")).to_pylist())
             self.pointers.update(pc.unique(rows.column("supersedes")).to_pylist())
             self.pointers.update(pc.unique(pc.list_flatten(rows.column("derived_from"))).to_pylist())
-        self._joined: Optional[str] = None
+        self._joined: str | None = None
 
     def holds(self, value: str) -> bool:
         """Whether a surviving row holds *value*: as one of its texts, inside one, or as a pointer."""
@@ -527,8 +620,9 @@ class _Kept:
         return value in self._joined
 
 
-def run_purge(store: MemoryStore, principal: Principal, *, grace: timedelta, dry_run: bool,
-              expired: bool = True) -> PurgeReport:
+def run_purge(
+    store: MemoryStore, principal: Principal, *, grace: timedelta, dry_run: bool, expired: bool = True
+) -> PurgeReport:
     """Physical erasure: rewrite files without forgotten/expired rows, delete the old files,
     rebuild affected index partitions, reload snapshots, then verify by scanning bytes.
 
@@ -555,17 +649,21 @@ def run_purge(store: MemoryStore, principal: Principal, *, grace: timedelta, dry
     expired_rows = 0
     by_kind: dict[str, pa.Table] = {}
     for kind, t in targets.items():
-        inside = [scope.contains(Scope(r["org"], *_levels(lake, kind, r["_row"])))
-                  for r in t.select(["org", "_row"]).to_pylist()]
+        inside = [
+            scope.contains(Scope(r["org"], *_levels(lake, kind, r["_row"])))
+            for r in t.select(["org", "_row"]).to_pylist()
+        ]
         t = t.filter(pa.array(inside, pa.bool_())) if t.num_rows else t
         by_kind[kind] = t
         rows[kind] = t.num_rows
-        expired_rows += int(pc.sum(pc.and_(t.column("expired"), pc.invert(t.column("hidden")))).as_py() or 0) \
-            if t.num_rows else 0
+        expired_rows += (
+            int(pc.sum(pc.and_(t.column("expired"), pc.invert(t.column("hidden")))).as_py() or 0) if t.num_rows else 0
+        )
     subjects = len({tb.subject_key for tb in ledger.tombstones()})
     if dry_run:
-        return PurgeReport(True, subjects, rows, expired_rows, 0, 0, (), None,
-                           seconds=round(_time.perf_counter() - started, 3))
+        return PurgeReport(
+            True, subjects, rows, expired_rows, 0, 0, (), None, seconds=round(_time.perf_counter() - started, 3)
+        )
     values: set[str] = set()
     names: set[str] = set()  # the forgotten subjects' own names: no surviving text excuses them
     forgotten_keys = {tb.subject_key for tb in ledger.tombstones()}
@@ -586,12 +684,19 @@ def run_purge(store: MemoryStore, principal: Principal, *, grace: timedelta, dry
         if not t.num_rows:
             continue
         quoted = ", ".join("'" + rid.replace("'", "''") + "'" for rid in t.column("record_id").to_pylist())
-        meta = commit_metadata(txn_id=new_txn_id(), committed_at=at, op="purge", actor=principal.id,
-                               reason="physical erasure of forgotten and expired memory", records=t.num_rows)
+        meta = commit_metadata(
+            txn_id=new_txn_id(),
+            committed_at=at,
+            op="purge",
+            actor=principal.id,
+            reason="physical erasure of forgotten and expired memory",
+            records=t.num_rows,
+        )
         with lake.maintenance_lock(kind):
             dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
-            metrics = dt.delete(predicate=f"record_id IN ({quoted})",
-                                commit_properties=CommitProperties(custom_metadata=meta))
+            metrics = dt.delete(
+                predicate=f"record_id IN ({quoted})", commit_properties=CommitProperties(custom_metadata=meta)
+            )
             files_rewritten += int(metrics.get("num_removed_files", 0))
     lake.refresh(force=True)
     for kind in SPECS:  # delete what purges removed from the tables (this one and interrupted ones)
@@ -604,16 +709,40 @@ def run_purge(store: MemoryStore, principal: Principal, *, grace: timedelta, dry
             erased += zip(gone.column("subject_key").to_pylist(), gone.column("record_id").to_pylist())
     partitions: tuple[str, ...] = tuple(store._purge_index(erased_by_org))
     for key, ids in sorted(_erasures(ledger, lake, erased).items()):  # one entry per subject: audit finds it
-        ledger.append("purge", subject_key=key or None, generation=0, record_ids=ids, at=at, by=principal.id,
-                      reason=f"erased {len(ids)} row(s)" + ("" if key else " past their expiry"), scope=scope.path,
-                      metadata=commit_metadata(txn_id=new_txn_id(), committed_at=at, op="purge",
-                                               actor=principal.id, reason="purge", records=len(ids)))
+        ledger.append(
+            "purge",
+            subject_key=key or None,
+            generation=0,
+            record_ids=ids,
+            at=at,
+            by=principal.id,
+            reason=f"erased {len(ids)} row(s)" + ("" if key else " past their expiry"),
+            scope=scope.path,
+            metadata=commit_metadata(
+                txn_id=new_txn_id(), committed_at=at, op="purge", actor=principal.id, reason="purge", records=len(ids)
+            ),
+        )
     after = _sizes(lake)
-    leftovers = verify_erased(lake, ledger, store.retriever.index.root, values=values, names=names,
-                              record_ids={r for ids in erased_by_org.values() for r in ids})
-    return PurgeReport(False, subjects, rows, expired_rows, files_rewritten,
-                       max(0, sum(before.values()) - sum(after.values())), partitions,
-                       not leftovers, tuple(leftovers), seconds=round(_time.perf_counter() - started, 3))
+    leftovers = verify_erased(
+        lake,
+        ledger,
+        store.retriever.index.root,
+        values=values,
+        names=names,
+        record_ids={r for ids in erased_by_org.values() for r in ids},
+    )
+    return PurgeReport(
+        False,
+        subjects,
+        rows,
+        expired_rows,
+        files_rewritten,
+        max(0, sum(before.values()) - sum(after.values())),
+        partitions,
+        not leftovers,
+        tuple(leftovers),
+        seconds=round(_time.perf_counter() - started, 3),
+    )
 
 
 def index_holding(root: Path, record_ids: set[str]) -> list[str]:
@@ -656,7 +785,7 @@ def _erasures(ledger: Ledger, lake: Lake, erased: Sequence[tuple[str, str]]) -> 
     return out
 
 
-def _levels(lake: Lake, kind: str, position: int) -> tuple[Optional[str], Optional[str], Optional[str]]:
+def _levels(lake: Lake, kind: str, position: int) -> tuple[str | None, str | None, str | None]:
     row = lake.all_rows(kind).slice(position, 1).select(["division", "team", "actor"]).to_pylist()[0]
     return row["division"], row["team"], row["actor"]
 
@@ -665,8 +794,12 @@ def _sizes(lake: Lake) -> dict[str, int]:
     """Sizes of the tables' data files (what a purge reclaims; logs and index are counted apart)."""
     from .records import SPECS
 
-    return {rel: size for kind in SPECS for rel, size in lake.objects.list(kind).items()
-            if rel.endswith(".parquet") and not rel.startswith(f"{kind}/_delta_log/")}
+    return {
+        rel: size
+        for kind in SPECS
+        for rel, size in lake.objects.list(kind).items()
+        if rel.endswith(".parquet") and not rel.startswith(f"{kind}/_delta_log/")
+    }
 
 
 def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
@@ -677,8 +810,13 @@ def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
     on a local store and an object store alike: never a vacuum, which would also take
     the files of appends still in flight (written, not yet committed) on an object store.
     """
-    empty = pa.table({"record_id": pa.array([], pa.string()), "subject_key": pa.array([], pa.string()),
-                      "org": pa.array([], pa.string())})
+    empty = pa.table(
+        {
+            "record_id": pa.array([], pa.string()),
+            "subject_key": pa.array([], pa.string()),
+            "org": pa.array([], pa.string()),
+        }
+    )
     # a compaction's old files hold the rows it copied, the erased ones too: they go as well
     removed = lake.files_removed_by(kind, "purge") + lake.files_removed_by(kind, "optimize")
     if not removed:
@@ -693,9 +831,10 @@ def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
 
 
 def _delete_files(lake: Lake, kind: str, doomed: Sequence[str], empty: pa.Table) -> pa.Table:
+    from urllib.parse import unquote
+
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-    from urllib.parse import unquote
 
     from .records import SPECS
 

@@ -23,8 +23,9 @@ ms). tests/test_heads.py checks it against the per-reader query on randomised st
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -86,10 +87,10 @@ class OrgHeads:
     nbytes: int = 0
     memo: dict[tuple[Any, ...], pa.Table] = field(default_factory=dict, repr=False)  # results served from this cell
     memo_bytes: int = 0
-    _by_subject: Optional[tuple[np.ndarray, np.ndarray]] = field(default=None, repr=False)
+    _by_subject: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @classmethod
-    def build(cls, hits: pa.Table, snapshot: pa.Table, kind: str) -> "OrgHeads":
+    def build(cls, hits: pa.Table, snapshot: pa.Table, kind: str) -> OrgHeads:
         """From the per-scope query's result (``_row, lineage_id, scope_depth, division,
         team, actor, live``) and the snapshot the positions point into."""
         # the query returns heads in its output order (newest valid_from first): remember each
@@ -102,15 +103,21 @@ class OrgHeads:
         live = hits.column("live").to_numpy(zero_copy_only=False).astype(bool)
         levels = {level: _codes(hits.column(level)) for level in SCOPE_LEVELS}
         taken = snapshot.select(sorted(SLOT_COLUMNS.get(kind, ()))).take(pa.array(rows, pa.int64()))
-        heads = cls(rows=rows, lineage=lineage, live=live, order=hits.column("_out").to_numpy().astype(np.int64),
-                    levels=levels, slot_values={c: taken.column(c).combine_chunks() for c in taken.column_names})
+        heads = cls(
+            rows=rows,
+            lineage=lineage,
+            live=live,
+            order=hits.column("_out").to_numpy().astype(np.int64),
+            levels=levels,
+            slot_values={c: taken.column(c).combine_chunks() for c in taken.column_names},
+        )
         heads.nbytes = int(rows.nbytes * 4 + taken.nbytes + sum(c.nbytes for c, _ in levels.values()))
         return heads
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def _reader_mask(self, scope: Scope, idx: Optional[np.ndarray] = None) -> np.ndarray:
+    def _reader_mask(self, scope: Scope, idx: np.ndarray | None = None) -> np.ndarray:
         """Live heads at scopes the reader sees (its own and its ancestors'), over *idx* or all."""
         mask = self.live if idx is None else self.live[idx]
         for level in SCOPE_LEVELS:
@@ -123,8 +130,14 @@ class OrgHeads:
             mask = mask & ((codes == -1) | (codes == code))
         return mask
 
-    def visible(self, scope: Scope, snapshot: pa.Table, *, subject_key: Optional[str] = None,
-                filters: Optional[Mapping[str, str]] = None) -> Optional[np.ndarray]:
+    def visible(
+        self,
+        scope: Scope,
+        snapshot: pa.Table,
+        *,
+        subject_key: str | None = None,
+        filters: Mapping[str, str] | None = None,
+    ) -> np.ndarray | None:
         """Indices (into these arrays) of what *scope*'s reader is served, in the query's order:
         per slot, the deepest live head among the scopes it sees; None when a filter cannot
         be applied after the head is chosen (see `_filtered`), and the query must run.
@@ -144,7 +157,7 @@ class OrgHeads:
             idx = idx[np.argsort(self.order[idx], kind="stable")]
         return np.asarray(idx)
 
-    def _filtered(self, idx: np.ndarray, col: str, value: str) -> Optional[np.ndarray]:
+    def _filtered(self, idx: np.ndarray, col: str, value: str) -> np.ndarray | None:
         """The heads among *idx* whose *col* equals *value*, or None if that may differ from
         filtering first.
 
@@ -160,11 +173,14 @@ class OrgHeads:
         hit = pc.fill_null(pc.equal(values, pa.scalar(value, pa.string())), _FALSE)
         hit = hit.to_numpy(zero_copy_only=False).astype(bool)
         folded = value.casefold()
-        suspects = pc.or_(pc.invert(pc.string_is_ascii(values)),
-                          pc.equal(pc.utf8_lower(values), pa.scalar(value.lower(), pa.string())))
+        suspects = pc.or_(
+            pc.invert(pc.string_is_ascii(values)),
+            pc.equal(pc.utf8_lower(values), pa.scalar(value.lower(), pa.string())),
+        )
         suspects = pc.fill_null(suspects, _FALSE).to_numpy(zero_copy_only=False).astype(bool) & ~hit
-        if suspects.any() and any(v is not None and v.casefold() == folded
-                                  for v in values.filter(pa.array(suspects)).to_pylist()):
+        if suspects.any() and any(
+            v is not None and v.casefold() == folded for v in values.filter(pa.array(suspects)).to_pylist()
+        ):
             return None
         return np.asarray(idx[hit])
 

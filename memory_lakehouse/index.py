@@ -30,9 +30,10 @@ import shutil
 import threading
 import uuid
 import zlib
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Literal, Sequence
+from typing import Any, Literal
 
 import hnswlib
 import numpy as np
@@ -101,7 +102,7 @@ class IndexTag:
         return {"model": self.model, "dim": self.dim, "versions": dict(self.versions), "count": self.count}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "IndexTag":
+    def from_json(cls, data: dict[str, Any]) -> IndexTag:
         return cls(data["model"], data["dim"], dict(data["versions"]), data["count"])
 
 
@@ -148,8 +149,17 @@ class Partition:
     'a'
     """
 
-    def __init__(self, index: hnswlib.Index, ids: list[str], vectors: np.ndarray, *, M: int, ef_construction: int,
-                 ef: int = DEFAULT_EF, exact_threshold: int | None = None) -> None:
+    def __init__(
+        self,
+        index: hnswlib.Index,
+        ids: list[str],
+        vectors: np.ndarray,
+        *,
+        M: int,
+        ef_construction: int,
+        ef: int = DEFAULT_EF,
+        exact_threshold: int | None = None,
+    ) -> None:
         # Use `create` or `load`; this wires already-consistent parts together.
         self._index = index
         self._ids = ids
@@ -163,8 +173,17 @@ class Partition:
         self._lock = threading.RLock()
 
     @classmethod
-    def create(cls, dim: int, *, capacity: int = 1024, M: int = 16, ef_construction: int = 100,
-               ef: int = DEFAULT_EF, exact_threshold: int | None = None, seed: int = 100) -> "Partition":
+    def create(
+        cls,
+        dim: int,
+        *,
+        capacity: int = 1024,
+        M: int = 16,
+        ef_construction: int = 100,
+        ef: int = DEFAULT_EF,
+        exact_threshold: int | None = None,
+        seed: int = 100,
+    ) -> Partition:
         """An empty partition for *dim*-dimensional vectors; it grows past *capacity* by itself.
 
         *exact_threshold* fixes the planner's exact-scan limit; None (the default)
@@ -176,7 +195,9 @@ class Partition:
         if exact_threshold is not None and (
             isinstance(exact_threshold, bool) or not isinstance(exact_threshold, int) or exact_threshold < 0
         ):
-            raise ValidationError(f"exact_threshold must be an int >= 0, got {exact_threshold!r}", field="exact_threshold")
+            raise ValidationError(
+                f"exact_threshold must be an int >= 0, got {exact_threshold!r}", field="exact_threshold"
+            )
         index = hnswlib.Index(space=_SPACE, dim=dim)
         index.init_index(max_elements=capacity, M=M, ef_construction=ef_construction, random_seed=seed)
         vectors = np.empty((capacity, dim), dtype=np.float32)
@@ -219,7 +240,7 @@ class Partition:
             self._reserve(start + count)
             # Scaled straight into the float32 copy, which hnswlib then reads: no
             # full-size temporaries (at 100k x 384, each would be another 150 MB).
-            block = self._vectors[start:start + count]
+            block = self._vectors[start : start + count]
             _unit_rows_into(rows, None if count == len(rows) else np.asarray(fresh), block)
             labels = np.arange(start, start + count, dtype=np.int64)
             self._index.add_items(block, labels, num_threads=max(1, num_threads))
@@ -255,8 +276,16 @@ class Partition:
             out[labels[labels >= 0]] = True
             return out
 
-    def search(self, query: np.ndarray, k: int, *, allowed: Collection[str] | np.ndarray | None = None,
-               ef: int | None = None, plan: Plan = "auto", trace: Trace | None = None) -> list[tuple[str, float]]:
+    def search(
+        self,
+        query: np.ndarray,
+        k: int,
+        *,
+        allowed: Collection[str] | np.ndarray | None = None,
+        ef: int | None = None,
+        plan: Plan = "auto",
+        trace: Trace | None = None,
+    ) -> list[tuple[str, float]]:
         """The k nearest records by cosine similarity, best first, as ``(record_id, score)``.
 
         With *allowed*, only those ids can be returned and the filter is applied inside
@@ -337,8 +366,8 @@ class Partition:
         labels = np.flatnonzero(mask)
         scores = np.empty(len(labels), dtype=np.float32)
         for start in range(0, len(labels), _CHUNK):  # sorted labels, gathered a chunk at a time
-            part = labels[start:start + _CHUNK]
-            scores[start:start + len(part)] = _dot(self._vectors[part], q)
+            part = labels[start : start + _CHUNK]
+            scores[start : start + len(part)] = _dot(self._vectors[part], q)
         return [(self._ids[int(labels[i])], float(scores[i])) for i in _top_k(scores, k)]
 
     def vectors_of(self, record_ids: Sequence[str]) -> np.ndarray:
@@ -349,11 +378,12 @@ class Partition:
         with self._lock:
             missing = [rid for rid in record_ids if rid not in self._labels]
             if missing:
-                raise ValidationError(f"{len(missing)} id(s) not in the partition, e.g. {missing[0]!r}",
-                                      field="record_ids")
+                raise ValidationError(
+                    f"{len(missing)} id(s) not in the partition, e.g. {missing[0]!r}", field="record_ids"
+                )
             return self._vectors[[self._labels[rid] for rid in record_ids]].copy()
 
-    def rebuilt_without(self, record_ids: Collection[str], *, num_threads: int = 2) -> "Partition":
+    def rebuilt_without(self, record_ids: Collection[str], *, num_threads: int = 2) -> Partition:
         """A fresh partition holding every vector except *record_ids* — for forgetting.
 
         Built anew (not ``mark_deleted``), so saving it writes no byte of the removed
@@ -364,9 +394,14 @@ class Partition:
             keep = [i for i, rid in enumerate(self._ids) if rid not in drop]
             kept_ids = [self._ids[i] for i in keep]
             kept_vectors = self._vectors[keep]
-        fresh = Partition.create(self.dim, capacity=max(len(keep), 1), M=self.M,
-                                 ef_construction=self.ef_construction, ef=self.ef,
-                                 exact_threshold=self.exact_threshold)
+        fresh = Partition.create(
+            self.dim,
+            capacity=max(len(keep), 1),
+            M=self.M,
+            ef_construction=self.ef_construction,
+            ef=self.ef,
+            exact_threshold=self.exact_threshold,
+        )
         if keep:
             fresh.add(kept_ids, kept_vectors, num_threads=num_threads)
         return fresh
@@ -423,8 +458,9 @@ class Partition:
                     self._vectors = mapped
 
     @classmethod
-    def load(cls, directory: Path, *, model: str | None = None, dim: int | None = None
-             ) -> tuple["Partition", IndexTag] | None:
+    def load(
+        cls, directory: Path, *, model: str | None = None, dim: int | None = None
+    ) -> tuple[Partition, IndexTag] | None:
         """Read a saved partition; None if it is missing, corrupt, or for another model/dim.
 
         None means "rebuild from the store": the index is a cache, so a bad file is
@@ -447,9 +483,14 @@ class Partition:
             vectors = map_npy(directory / "vectors.npy", tag.count, tag.dim)
             if vectors is None:
                 vectors = np.load(directory / "vectors.npy", allow_pickle=False)
-            if (not isinstance(ids, list) or len(ids) != tag.count or len(set(ids)) != len(ids)
-                    or not all(isinstance(i, str) for i in ids)
-                    or vectors.dtype != np.float32 or vectors.shape != (tag.count, tag.dim)):
+            if (
+                not isinstance(ids, list)
+                or len(ids) != tag.count
+                or len(set(ids)) != len(ids)
+                or not all(isinstance(i, str) for i in ids)
+                or vectors.dtype != np.float32
+                or vectors.shape != (tag.count, tag.dim)
+            ):
                 return None
             index = hnswlib.Index(space=_SPACE, dim=tag.dim)
             index.load_index(str(directory / "index.hnsw"), max_elements=max(tag.count, 1))
@@ -552,8 +593,9 @@ class PartitionedIndex:
         if stray:
             raise StoreError(f"replace({org!r}) left old index files behind: {[str(p) for p in stray]}")
 
-    def _write(self, org: str, partition: Partition, tag: IndexTag, *, check_versions: bool,
-               map_vectors: bool = False) -> Path:
+    def _write(
+        self, org: str, partition: Partition, tag: IndexTag, *, check_versions: bool, map_vectors: bool = False
+    ) -> Path:
         _check_org(org)
         if tag.model != self.model or tag.dim != self.dim or partition.dim != self.dim:
             raise ValidationError(
@@ -564,8 +606,11 @@ class PartitionedIndex:
         with self._lock:
             current = self._saved_tag(org) if check_versions else None
             if current is not None:
-                behind = {t: (v, current.versions[t]) for t, v in tag.versions.items()
-                          if t in current.versions and v < current.versions[t]}
+                behind = {
+                    t: (v, current.versions[t])
+                    for t, v in tag.versions.items()
+                    if t in current.versions and v < current.versions[t]
+                }
                 if behind:
                     raise ConflictError(f"index partition {org!r} is already newer than this build: {behind}")
             gens = self._gens(org)
@@ -678,7 +723,7 @@ def _rows(vectors: np.ndarray, n: int, dim: int) -> np.ndarray:
     if rows.shape != (n, dim):
         raise ValidationError(f"vectors must have shape ({n}, {dim}), got {rows.shape}", field="vectors")
     for start in range(0, n, _ADD_CHUNK):
-        if not np.all(np.isfinite(rows[start:start + _ADD_CHUNK])):
+        if not np.all(np.isfinite(rows[start : start + _ADD_CHUNK])):
             raise ValidationError("vectors have NaN or infinite values", field="vectors")
     return rows
 

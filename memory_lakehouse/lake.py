@@ -40,12 +40,13 @@ from __future__ import annotations
 import json
 import os
 import threading
-from contextlib import contextmanager
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -94,11 +95,11 @@ class Commit:
 
     table: str
     version: int
-    txn_id: Optional[str]
+    txn_id: str | None
     committed_at: datetime  # the store clock's reading (system time)
     operation: str  # write/propose/approve/retract/forget/purge, or a Delta maintenance op
-    actor: Optional[str]
-    reason: Optional[str]
+    actor: str | None
+    reason: str | None
     writers: tuple[str, ...]
     kinds: tuple[str, ...]  # every table this transaction appended to
     record_count: int
@@ -109,11 +110,11 @@ class Commit:
 
 
 def _parse_commit(table: str, entry: Mapping[str, Any]) -> Commit:
-    meta = {k[len(META_PREFIX):]: v for k, v in entry.items() if k.startswith(META_PREFIX)}
+    meta = {k[len(META_PREFIX) :]: v for k, v in entry.items() if k.startswith(META_PREFIX)}
     if "committed_at" in meta:
         committed_at = datetime.fromisoformat(meta["committed_at"])
     else:  # a commit by another engine, or maintenance: Delta's own timestamp (epoch ms)
-        committed_at = datetime.fromtimestamp(int(entry.get("timestamp", 0)) / 1000, tz=timezone.utc)
+        committed_at = datetime.fromtimestamp(int(entry.get("timestamp", 0)) / 1000, tz=UTC)
     op = meta.get("op") or str(entry.get("operation", "UNKNOWN")).lower()
     return Commit(
         table=table,
@@ -130,8 +131,15 @@ def _parse_commit(table: str, entry: Mapping[str, Any]) -> Commit:
 
 
 def commit_metadata(
-    *, txn_id: str, committed_at: datetime, op: str, actor: str, reason: Optional[str],
-    writers: Iterable[str] = (), kinds: Iterable[str] = (), records: int = 0,
+    *,
+    txn_id: str,
+    committed_at: datetime,
+    op: str,
+    actor: str,
+    reason: str | None,
+    writers: Iterable[str] = (),
+    kinds: Iterable[str] = (),
+    records: int = 0,
 ) -> dict[str, str]:
     """The custom metadata of a store commit: who, when, why — never content."""
     return {
@@ -163,14 +171,14 @@ class TableView:
     table: str
     version: int = -1
     paths: set[str] = field(default_factory=set)
-    rows: Optional[pa.Table] = None
+    rows: pa.Table | None = None
     commits: dict[int, Commit] = field(default_factory=dict)
     by_txn: dict[str, Commit] = field(default_factory=dict)
     epoch: int = 0
     chunks: list[pa.Table] = field(default_factory=list)
     lineage_ids: set[str] = field(default_factory=set)
     lineage_epoch: tuple[int, int] = (-1, 0)
-    high_water: Optional[datetime] = None  # the latest system time of a memory commit so far
+    high_water: datetime | None = None  # the latest system time of a memory commit so far
 
 
 def is_local_uri(uri: str) -> bool:
@@ -186,11 +194,11 @@ class ObjectStore:
     filesystem (the same storage options, credentials and endpoint as the tables).
     """
 
-    def __init__(self, root: str, storage_options: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, root: str, storage_options: Mapping[str, str] | None = None) -> None:
         self.is_local = is_local_uri(root)
         self.root = str(Path(str(root).removeprefix("file://")).absolute()) if self.is_local else str(root).rstrip("/")
         self.storage_options = dict(storage_options or {})
-        self._fs: Optional[pafs.FileSystem] = None
+        self._fs: pafs.FileSystem | None = None
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.root!r})"
@@ -274,8 +282,9 @@ def check_local_root(root: str, *, create: bool) -> None:
             raise StoreError(f"{root} is a file, not a memory store directory")
         if not path.exists():
             if not create:
-                raise StoreError(f"no memory store at {root}: the directory does not exist "
-                                 f"(memlake init --store {root} creates one)")
+                raise StoreError(
+                    f"no memory store at {root}: the directory does not exist (memlake init --store {root} creates one)"
+                )
             path.mkdir(parents=True, exist_ok=True)
         os.listdir(root)
     except OSError as exc:
@@ -288,8 +297,14 @@ def check_local_root(root: str, *, create: bool) -> None:
 class Lake:
     """The store's Delta tables under one root (a local path or an object-store URI)."""
 
-    def __init__(self, root: str, *, storage_options: Optional[dict[str, str]] = None,
-                 clock: Optional[StoreClock] = None, create: bool = True) -> None:
+    def __init__(
+        self,
+        root: str,
+        *,
+        storage_options: dict[str, str] | None = None,
+        clock: StoreClock | None = None,
+        create: bool = True,
+    ) -> None:
         self.root = str(root).rstrip("/")
         self.storage_options = dict(storage_options or {})
         self.is_local = is_local_uri(self.root)
@@ -302,12 +317,12 @@ class Lake:
         self._handles: dict[str, DeltaTable] = {}  # what reads reload from: advanced only by the log
         self._writers: dict[str, DeltaTable] = {}  # what appends go through (see `_write_handle`)
         self.views: dict[str, TableView] = {k: TableView(k) for k in SPECS}
-        self._known: Optional[dict[str, pa.Table]] = None  # kind -> rows joined with system time
+        self._known: dict[str, pa.Table] | None = None  # kind -> rows joined with system time
         self.generation = 0  # bumps whenever any view changes; caches key on it
         self._pending: set[str] = set()  # kinds holding rows of incomplete transactions
         self._log_dirs: dict[str, str] = {}
         self._handle_writes: dict[str, int] = {}  # appends through each handle since it was opened
-        self._own_writes: dict[str, tuple[Optional[str], pa.Table]] = {}  # kind -> (txn, rows) just appended
+        self._own_writes: dict[str, tuple[str | None, pa.Table]] = {}  # kind -> (txn, rows) just appended
         #: called after each append with the bytes appended per table (the maintenance policy)
         self.after_append: list[Callable[[Mapping[str, int]], None]] = []
         self._open_tables(create)
@@ -327,15 +342,22 @@ class Lake:
                     self._handles[kind] = DeltaTable(self.uri(kind), storage_options=self.storage_options or None)
             except TableNotFoundError:
                 if self.is_local and (Path(self.uri(kind)) / "_delta_log").is_dir():
-                    raise StoreError(f"cannot read the store at {self.root}: table {kind} has a log "
-                                     "that cannot be read") from None
+                    raise StoreError(
+                        f"cannot read the store at {self.root}: table {kind} has a log that cannot be read"
+                    ) from None
                 if not create:
-                    raise StoreError(f"no memory store at {self.root} (table {kind} missing): "
-                                     f"memlake init --store {self.root} creates one") from None
+                    raise StoreError(
+                        f"no memory store at {self.root} (table {kind} missing): "
+                        f"memlake init --store {self.root} creates one"
+                    ) from None
                 with storage_errors(f"create the store at {self.root}"):
                     self._handles[kind] = DeltaTable.create(
-                        self.uri(kind), schema=spec.schema, partition_by=["org"], mode="ignore",
-                        configuration=TABLE_CONFIG, storage_options=self.storage_options or None,
+                        self.uri(kind),
+                        schema=spec.schema,
+                        partition_by=["org"],
+                        mode="ignore",
+                        configuration=TABLE_CONFIG,
+                        storage_options=self.storage_options or None,
                     )
 
     # ------------------------------------------------------------------ writes
@@ -364,14 +386,21 @@ class Lake:
             try:
                 write_deltalake(handle, data, mode="append", commit_properties=props)
             except CommitFailedError:
-                write_deltalake(self.uri(kind), data, mode="append", commit_properties=props,
-                                storage_options=self.storage_options or None)
+                write_deltalake(
+                    self.uri(kind),
+                    data,
+                    mode="append",
+                    commit_properties=props,
+                    storage_options=self.storage_options or None,
+                )
             self._own_writes[kind] = (txn, data)
         try:
             self.refresh(kinds=list(tables))
         finally:
             self._own_writes.clear()
-        versions = {k: c.version for k in tables for c in [self.views[k].by_txn.get(txn) if txn else None] if c is not None}
+        versions = {
+            k: c.version for k in tables for c in [self.views[k].by_txn.get(txn) if txn else None] if c is not None
+        }
         for hook in list(self.after_append):
             hook({k: t.nbytes for k, t in tables.items() if t.num_rows})
         return versions
@@ -403,7 +432,7 @@ class Lake:
 
     # ------------------------------------------------------------------ reads
 
-    def _latest_version_hint(self, table: str) -> Optional[int]:
+    def _latest_version_hint(self, table: str) -> int | None:
         """Cheap probe for a newer commit: one stat() on a local store, else None (ask Delta)."""
         if not self.is_local:
             return None
@@ -413,7 +442,7 @@ class Lake:
             v += 1
         return v
 
-    def refresh(self, kinds: Optional[Iterable[str]] = None, *, force: bool = False) -> bool:
+    def refresh(self, kinds: Iterable[str] | None = None, *, force: bool = False) -> bool:
         """Bring views up to date with the log; return True when anything changed."""
         changed: list[str] = []
         with self._lock:
@@ -429,7 +458,7 @@ class Lake:
                 self.generation += 1
         return bool(changed)
 
-    def _refresh_table(self, kind: str, hint: Optional[int]) -> bool:
+    def _refresh_table(self, kind: str, hint: int | None) -> bool:
         view = self.views[kind]
         if self.is_local and view.rows is not None and hint is not None:
             if hint == view.version:
@@ -543,8 +572,13 @@ class Lake:
         else:
             new = current - view.paths
             frags = [f for f in dataset.get_fragments() if unquote(_rel(f.path)) in new]
-            fresh = pads.FileSystemDataset(frags, dataset.schema, dataset.format, dataset.filesystem) \
-                .to_table(use_threads=threads) if frags else schema.empty_table()
+            fresh = (
+                pads.FileSystemDataset(frags, dataset.schema, dataset.format, dataset.filesystem).to_table(
+                    use_threads=threads
+                )
+                if frags
+                else schema.empty_table()
+            )
         self._append_chunk(view, fresh.select(schema.names).cast(schema))
         view.paths = current
         view.version = version
@@ -599,7 +633,7 @@ class Lake:
         """A transaction counts only when every table it wrote to has its part."""
         return all(commit.txn_id in self.views[k].by_txn for k in commit.kinds if k in self.views)
 
-    def txn_known_since(self, txn_id: str) -> Optional[datetime]:
+    def txn_known_since(self, txn_id: str) -> datetime | None:
         """System time of a transaction this store has read back (None if it has not)."""
         commit = next((v.by_txn[txn_id] for v in self.views.values() if txn_id in v.by_txn), None)
         return self._txn_time(commit) if commit is not None else None
@@ -623,7 +657,8 @@ class Lake:
         distinct = [a for a in pc.unique(actors).to_pylist() if a is not None]
         keys = pa.array([subject_key(a) for a in distinct], pa.string())
         return rows.append_column(
-            "actor_key", pc.take(keys, pc.index_in(actors, value_set=pa.array(distinct, pa.string()))))
+            "actor_key", pc.take(keys, pc.index_in(actors, value_set=pa.array(distinct, pa.string())))
+        )
 
     def lineages(self, kind: str) -> set[str]:
         """Every slot (lineage id) with a row in the snapshot: a superset of the live ones."""
@@ -680,7 +715,7 @@ class Lake:
             out = [c for v in self.views.values() for c in v.commits.values()]
         return sorted(out, key=lambda c: (c.committed_at, c.table, c.version))
 
-    def memory_commit_at(self, table: str, at: datetime) -> Optional[Commit]:
+    def memory_commit_at(self, table: str, at: datetime) -> Commit | None:
         """The last *memory* commit of *table* at or before *at* (maintenance commits skipped)."""
         best = None
         for c in self.views[table].commits.values():

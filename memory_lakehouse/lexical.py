@@ -10,10 +10,10 @@ its words hold — which is what hybrid fusion adds to a cosine (`retrieve.fuse_
 from __future__ import annotations
 
 import functools
-
 import math
 import threading
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,8 +45,14 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     """
     import bm25s
 
-    tokens: list[list[str]] = bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), token_pattern=TOKEN_PATTERN,
-                          return_ids=False, show_progress=False)
+    tokens: list[list[str]] = bm25s.tokenize(
+        list(texts),
+        stopwords=STOPWORDS,
+        stemmer=_stemmer(),
+        token_pattern=TOKEN_PATTERN,
+        return_ids=False,
+        show_progress=False,
+    )
     return tokens
 
 
@@ -74,7 +80,7 @@ class Bm25:
             self.model = bm25s.BM25()
             self.model.index(corpus, show_progress=False)
 
-    def _column(self, token: str) -> Optional[int]:
+    def _column(self, token: str) -> int | None:
         """The token's column in the model's term matrix (None: no row holds it)."""
         if self.model is None:
             return None
@@ -98,7 +104,7 @@ class Bm25:
             out.append(max(0.0, math.log((self.size - df + 0.5) / (df + 0.5))))
         return out
 
-    def coverage(self, query: str, idf_from: Optional["Bm25"] = None) -> np.ndarray:
+    def coverage(self, query: str, idf_from: Bm25 | None = None) -> np.ndarray:
         """Per row, the share of the query's IDF mass its words match (`lexical_coverage`), in [0, 1].
 
         One pass over the rows holding each query word (the term matrix's columns), as
@@ -117,10 +123,10 @@ class Bm25:
         for word, weight in zip(words, idf):
             col = self._column(word)
             if col is not None:
-                out[indices[indptr[col]:indptr[col + 1]]] += weight / total
+                out[indices[indptr[col] : indptr[col + 1]]] += weight / total
         return out
 
-    def scores(self, query: str, mask: Optional[np.ndarray] = None) -> np.ndarray:
+    def scores(self, query: str, mask: np.ndarray | None = None) -> np.ndarray:
         if self.model is None:
             return np.zeros(self.size, dtype=np.float32)
         tokens = [t for t in query_tokens(query) if t in self.model.vocab_dict]

@@ -43,11 +43,14 @@ def _check_str(name: str, text: str, limit: int) -> None:
             size = len(text.encode("utf-8"))
         except UnicodeEncodeError as exc:
             raise ValidationError(
-                f"{name} holds a lone surrogate ({text[exc.start]!r} at character {exc.start}): "
-                "not valid Unicode text", field=name) from None
+                f"{name} holds a lone surrogate ({text[exc.start]!r} at character {exc.start}): not valid Unicode text",
+                field=name,
+            ) from None
     if size > limit:
-        raise ValidationError(f"{name} is {size:,} bytes of UTF-8 text, over the limit of {limit:,} bytes "
-                              "per field (max_text_bytes)", field=name)
+        raise ValidationError(
+            f"{name} is {size:,} bytes of UTF-8 text, over the limit of {limit:,} bytes per field (max_text_bytes)",
+            field=name,
+        )
 
 
 def check_text(name: str, value: Any, limit: int) -> None:
@@ -70,8 +73,11 @@ _SET_BY_STORE = frozenset({"record_id", "lineage_id", "txn_id", "status", "known
 @functools.cache
 def text_fields(cls: type) -> tuple[str, ...]:
     """The fields of a record class that can hold text: strings, free values, mappings, id lists."""
-    return tuple(f.name for f in dataclasses.fields(cls)
-                 if f.name not in _SET_BY_STORE and not any(t in str(f.type) for t in _NOT_TEXT))
+    return tuple(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name not in _SET_BY_STORE and not any(t in str(f.type) for t in _NOT_TEXT)
+    )
 
 
 def check_record_text(record: Any, limit: int) -> None:

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -65,8 +66,8 @@ class MaintenancePolicy:
     commits since its last compaction, or this process to *every_bytes* appended since its
     last run (None turns a trigger off). ``MaintenancePolicy(None, None)`` never runs."""
 
-    every_commits: Optional[int] = 500
-    every_bytes: Optional[int] = 256 * 2**20
+    every_commits: int | None = 500
+    every_bytes: int | None = 256 * 2**20
     target_size: int = TARGET_SIZE
 
     def __post_init__(self) -> None:
@@ -110,15 +111,23 @@ class MaintenanceStatus:
         return sum(t.commits for t in self.tables.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"files": self.files, "bytes": self.bytes, "commits": self.commits,
-                "tables": {k: asdict(v) for k, v in self.tables.items()}}
+        return {
+            "files": self.files,
+            "bytes": self.bytes,
+            "commits": self.commits,
+            "tables": {k: asdict(v) for k, v in self.tables.items()},
+        }
 
     def summary(self) -> list[str]:
-        lines = [f"{'table':<11}{'version':>8}{'files':>7}{'small':>7}{'bytes':>12}{'since compact':>15}"
-                 f"{'oldest readable':>17}{'recorded':>10}"]
+        lines = [
+            f"{'table':<11}{'version':>8}{'files':>7}{'small':>7}{'bytes':>12}{'since compact':>15}"
+            f"{'oldest readable':>17}{'recorded':>10}"
+        ]
         for t in self.tables.values():
-            lines.append(f"{t.table:<11}{t.version:>8}{t.files:>7}{t.small_files:>7}{t.bytes:>12}"
-                         f"{t.commits_since_compaction:>15}{t.oldest_readable_version:>17}{t.commits_recorded:>10}")
+            lines.append(
+                f"{t.table:<11}{t.version:>8}{t.files:>7}{t.small_files:>7}{t.bytes:>12}"
+                f"{t.commits_since_compaction:>15}{t.oldest_readable_version:>17}{t.commits_recorded:>10}"
+            )
         return lines
 
 
@@ -138,14 +147,20 @@ class CompactReport:
         return sum(t["files_added"] for t in self.tables.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tables": self.tables, "files_removed": self.files_removed, "files_added": self.files_added,
-                "seconds": self.seconds}
+        return {
+            "tables": self.tables,
+            "files_removed": self.files_removed,
+            "files_added": self.files_added,
+            "seconds": self.seconds,
+        }
 
     def summary(self) -> list[str]:
         if not self.tables:
             return ["compact: nothing to compact"]
-        return [f"compact {k}: {v['partitions']} partition(s), {v['files_removed']} file(s) -> {v['files_added']}"
-                for k, v in self.tables.items()]
+        return [
+            f"compact {k}: {v['partitions']} partition(s), {v['files_removed']} file(s) -> {v['files_added']}"
+            for k, v in self.tables.items()
+        ]
 
 
 @dataclass(frozen=True)
@@ -161,9 +176,11 @@ class CheckpointReport:
         return asdict(self)
 
     def summary(self) -> list[str]:
-        return [f"checkpoint: recorded {self.commits_recorded} commit(s) in {COMMITS_TABLE}; checkpointed "
-                + ", ".join(f"{k}@{v}" for k, v in self.checkpoints.items())
-                + f"; {self.log_files_deleted} expired log file(s) deleted"]
+        return [
+            f"checkpoint: recorded {self.commits_recorded} commit(s) in {COMMITS_TABLE}; checkpointed "
+            + ", ".join(f"{k}@{v}" for k, v in self.checkpoints.items())
+            + f"; {self.log_files_deleted} expired log file(s) deleted"
+        ]
 
 
 @dataclass(frozen=True)
@@ -177,8 +194,13 @@ class VacuumReport:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dry_run": self.dry_run, "retain_seconds": self.retain.total_seconds(),
-                "files": {k: list(v) for k, v in self.files.items()}, "bytes": self.bytes, "seconds": self.seconds}
+        return {
+            "dry_run": self.dry_run,
+            "retain_seconds": self.retain.total_seconds(),
+            "files": {k: list(v) for k, v in self.files.items()},
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+        }
 
     def summary(self) -> list[str]:
         n = sum(len(v) for v in self.files.values())
@@ -192,7 +214,7 @@ class VacuumReport:
 class Maintenance:
     """``store.maintenance``: keep a long-lived store cheap to write and read, answers unchanged."""
 
-    def __init__(self, store: "MemoryStore", policy: Optional[MaintenancePolicy] = None) -> None:
+    def __init__(self, store: MemoryStore, policy: MaintenancePolicy | None = None) -> None:
         self._store = store
         self.policy = policy if policy is not None else MaintenancePolicy()
         self._compacted_at: dict[str, int] = {}  # table -> the version of its last compaction seen
@@ -225,11 +247,18 @@ class Maintenance:
             log = lake.objects.list(f"{kind}/_delta_log")
             jsons = sorted(int(rel.rsplit("/", 1)[1].split(".")[0]) for rel in log if rel.endswith(".json"))
             out[kind] = TableStatus(
-                table=kind, version=view.version, commits=view.version + 1, files=len(sizes), bytes=sum(sizes),
-                small_files=sum(1 for s in sizes if s < self.policy.target_size // 2), partitions=len(orgs),
+                table=kind,
+                version=view.version,
+                commits=view.version + 1,
+                files=len(sizes),
+                bytes=sum(sizes),
+                small_files=sum(1 for s in sizes if s < self.policy.target_size // 2),
+                partitions=len(orgs),
                 oldest_readable_version=self._oldest_readable(kind, jsons, log),
                 commits_since_compaction=view.version - self._last_compaction(kind),
-                commits_recorded=recorded.get(kind, -1) + 1, log_files=len(jsons))
+                commits_recorded=recorded.get(kind, -1) + 1,
+                log_files=len(jsons),
+            )
         return MaintenanceStatus(out)
 
     def _oldest_readable(self, kind: str, jsons: Sequence[int], log: Mapping[str, int]) -> int:
@@ -239,11 +268,13 @@ class Maintenance:
         present = set(jsons)
         floor = 0
         if 0 not in present:  # the log was cleaned up: replay starts at a checkpoint
-            floor = next((c for c in checkpoints if all(v in present for v in range(c + 1, view.version + 1))),
-                         view.version)
+            floor = next(
+                (c for c in checkpoints if all(v in present for v in range(c + 1, view.version + 1))), view.version
+            )
         files = set(self.lake.objects.list(kind))
-        for version in sorted((v for v, c in view.commits.items() if c.operation in REWRITES and v > floor),
-                              reverse=True):
+        for version in sorted(
+            (v for v, c in view.commits.items() if c.operation in REWRITES and v > floor), reverse=True
+        ):
             try:
                 actions = self.lake.log_actions(kind, version)
             except (FileNotFoundError, OSError):
@@ -269,8 +300,9 @@ class Maintenance:
 
     # ---------------------------------------------------------------- compact
 
-    def compact(self, *, kinds: Optional[Sequence[str]] = None, orgs: Optional[Iterable[str]] = None,
-                target_size: Optional[int] = None) -> CompactReport:
+    def compact(
+        self, *, kinds: Sequence[str] | None = None, orgs: Iterable[str] | None = None, target_size: int | None = None
+    ) -> CompactReport:
         """Rewrite each org partition's small files into files of about *target_size* bytes.
 
         Every ``known_since`` and every as-of answer is the same after; the compaction
@@ -298,9 +330,15 @@ class Maintenance:
             for org in sorted(o for o, n in small.items() if n >= 2):
                 meta = self._meta("optimize", f"compact org partition ({small[org]} small files)")
                 with lake.maintenance_lock(kind):
-                    metrics = self._retry(lambda: DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
-                                          .optimize.compact(partition_filters=[("org", "=", org)], target_size=target,
-                                                            commit_properties=CommitProperties(custom_metadata=meta)))
+                    metrics = self._retry(
+                        lambda: DeltaTable(
+                            lake.uri(kind), storage_options=lake.storage_options or None
+                        ).optimize.compact(
+                            partition_filters=[("org", "=", org)],
+                            target_size=target,
+                            commit_properties=CommitProperties(custom_metadata=meta),
+                        )
+                    )
                 if metrics.get("numFilesRemoved", 0):
                     totals["partitions"] += 1
                     totals["files_removed"] += int(metrics.get("numFilesRemoved", 0))
@@ -322,7 +360,7 @@ class Maintenance:
         with lake.maintenance_lock(COMMITS_TABLE):
             return self._retry(lambda: lake.commit_record.append(commits, committed_at=self._store.clock.peek()))
 
-    def checkpoint(self, *, kinds: Optional[Sequence[str]] = None, cleanup: bool = True) -> CheckpointReport:
+    def checkpoint(self, *, kinds: Sequence[str] | None = None, cleanup: bool = True) -> CheckpointReport:
         """Record the commits in ``_commits``, then checkpoint each table at a recorded version.
 
         With *cleanup*, Delta then deletes commit files older than the table's
@@ -351,8 +389,9 @@ class Maintenance:
 
     # ---------------------------------------------------------------- vacuum
 
-    def vacuum(self, *, retain: timedelta = timedelta(days=7), dry_run: bool = True,
-               kinds: Optional[Sequence[str]] = None) -> VacuumReport:
+    def vacuum(
+        self, *, retain: timedelta = timedelta(days=7), dry_run: bool = True, kinds: Sequence[str] | None = None
+    ) -> VacuumReport:
         """Delete the files commits removed more than *retain* ago (a dry run by default).
 
         Only files the log says were removed (compaction, purge) are candidates, never a
@@ -377,9 +416,14 @@ class Maintenance:
             meta = self._meta("vacuum", f"delete files removed more than {retain} ago")
             with lake.maintenance_lock(kind):
                 dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
-                gone = self._retry(lambda: dt.vacuum(
-                    retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False,
-                    commit_properties=CommitProperties(custom_metadata=meta)))
+                gone = self._retry(
+                    lambda: dt.vacuum(
+                        retention_hours=hours,
+                        dry_run=dry_run,
+                        enforce_retention_duration=False,
+                        commit_properties=CommitProperties(custom_metadata=meta),
+                    )
+                )
             rels = tuple(sorted(_relative(lake, kind, path) for path in gone))
             if rels:
                 files[kind] = rels
@@ -390,7 +434,7 @@ class Maintenance:
 
     # ---------------------------------------------------------------- the policy
 
-    def run(self, *, kinds: Optional[Sequence[str]] = None) -> tuple[CompactReport, CheckpointReport]:
+    def run(self, *, kinds: Sequence[str] | None = None) -> tuple[CompactReport, CheckpointReport]:
         """What the policy runs: compact, then record the commits and checkpoint."""
         compacted = self.compact(kinds=kinds)
         return compacted, self.checkpoint(kinds=kinds)
@@ -401,8 +445,12 @@ class Maintenance:
             return
         policy = self.policy
         self._bytes += sum(appended.values())
-        due = [k for k in appended if policy.every_commits is not None
-               and self.lake.views[k].version - self._last_compaction(k) >= policy.every_commits]
+        due = [
+            k
+            for k in appended
+            if policy.every_commits is not None
+            and self.lake.views[k].version - self._last_compaction(k) >= policy.every_commits
+        ]
         if policy.every_bytes is not None and self._bytes >= policy.every_bytes:
             due = sorted(set(due) | set(appended))
         if not due:
@@ -412,16 +460,21 @@ class Maintenance:
             self.run(kinds=due)
             self._bytes = 0
         except Exception as exc:  # the write itself succeeded: maintenance is tried again later
-            warnings.warn(f"memlake: maintenance after an append failed ({type(exc).__name__}: {exc}); "
-                          "it runs again after a later append", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"memlake: maintenance after an append failed ({type(exc).__name__}: {exc}); "
+                "it runs again after a later append",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         finally:
             self._running = False
 
     # ---------------------------------------------------------------- plumbing
 
     def _meta(self, op: str, reason: str) -> dict[str, str]:
-        return commit_metadata(txn_id=new_txn_id(), committed_at=self._store.clock.peek(), op=op,
-                               actor="maintenance", reason=reason)
+        return commit_metadata(
+            txn_id=new_txn_id(), committed_at=self._store.clock.peek(), op=op, actor="maintenance", reason=reason
+        )
 
     @staticmethod
     def _retry(action: Callable[[], T]) -> T:
@@ -446,5 +499,4 @@ def _relative(lake: Lake, kind: str, path: str) -> str:
     """A path vacuum reports (absolute or table-relative) as relative to the table."""
     path = unquote(path)
     prefix = lake.uri(kind).removeprefix("file://").rstrip("/") + "/"
-    return path[len(prefix):] if path.startswith(prefix) else path.lstrip("/")
-
+    return path[len(prefix) :] if path.startswith(prefix) else path.lstrip("/")

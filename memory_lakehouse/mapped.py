@@ -13,8 +13,9 @@ import functools
 import mmap
 import os
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +44,7 @@ def map_npy(path: Path, count: int, dim: int) -> np.ndarray | None:
                 return None
             offset = fh.tell()
             size = os.fstat(fh.fileno()).st_size
-            if (shape != (count, dim) or fortran or dtype != np.dtype("<f4")
-                    or size != offset + count * dim * 4):
+            if shape != (count, dim) or fortran or dtype != np.dtype("<f4") or size != offset + count * dim * 4:
                 return None
             address = map_(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fh.fileno(), 0)
     except (OSError, ValueError):

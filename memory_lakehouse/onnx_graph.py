@@ -9,7 +9,8 @@ protobuf for that; every other field passes through byte for byte.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 _WORD_TABLE = "inner.embeddings.word_embeddings.weight"
 
@@ -38,9 +39,13 @@ def lookup_then_dequantize(model: bytes) -> bytes:
     if len(uses) != 1 or len(cast) != 1 or len(scale) != 1:
         return model
     gather, cast_node, mul_node = nodes[uses[0]], nodes[cast[0]], nodes[scale[0]]
-    if (gather["op"] != "Gather" or gather["in"][0] != _WORD_TABLE or len(gather["in"]) != 2
-            or mul_node["in"] != [cast_node["out"][0], _WORD_TABLE + "_scale"]
-            or [i for i, node in nodes.items() if cast_node["out"][0] in node["in"]] != scale):
+    if (
+        gather["op"] != "Gather"
+        or gather["in"][0] != _WORD_TABLE
+        or len(gather["in"]) != 2
+        or mul_node["in"] != [cast_node["out"][0], _WORD_TABLE + "_scale"]
+        or [i for i, node in nodes.items() if cast_node["out"][0] in node["in"]] != scale
+    ):
         return model
     rows, out = gather["in"][1], gather["out"][0]
     name = _WORD_TABLE + ".rows"
@@ -61,6 +66,7 @@ def lookup_then_dequantize(model: bytes) -> bytes:
 
 
 # Just enough protobuf to edit an ONNX graph's nodes; every other field passes through.
+
 
 def _pb_varint(buf: memoryview, pos: int) -> tuple[int, int]:
     value = shift = 0
@@ -129,5 +135,6 @@ def _pb_node(data: memoryview) -> dict[str, Any]:
 def _pb_renamed(data: memoryview, inputs: list[str], outputs: list[str], name: str) -> bytes:
     """A copy of a NodeProto (its op, attributes, domain) with new inputs, outputs and name."""
     kept = [f for f in _pb_fields(data) if f[0] not in (1, 2, 3)]
-    return _pb_encode([(1, 2, i.encode()) for i in inputs] + [(2, 2, o.encode()) for o in outputs]
-                      + [(3, 2, name.encode())] + kept)
+    return _pb_encode(
+        [(1, 2, i.encode()) for i in inputs] + [(2, 2, o.encode()) for o in outputs] + [(3, 2, name.encode())] + kept
+    )

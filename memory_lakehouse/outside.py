@@ -20,9 +20,10 @@ system time) as Parquet, through the library's one visibility query.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -109,8 +110,15 @@ ORDER BY valid_from DESC, known_since DESC
 def visibility_params(kind: str, principal: Principal, basis: Basis) -> dict[str, Any]:
     """The parameters of `VISIBILITY_SQL` for one reader at one basis."""
     s = principal.scope
-    return {"kind": kind, "known_at": basis.known_at, "valid_at": basis.valid_at, "org": s.org,
-            "division": s.division, "team": s.team, "actor": s.actor}
+    return {
+        "kind": kind,
+        "known_at": basis.known_at,
+        "valid_at": basis.valid_at,
+        "org": s.org,
+        "division": s.division,
+        "team": s.team,
+        "actor": s.actor,
+    }
 
 
 @dataclass(frozen=True)
@@ -124,17 +132,30 @@ class ExportReport:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "known_at": self.basis.known_at.isoformat(),
-                "valid_at": self.basis.valid_at.isoformat(), "files": self.files, "rows": self.rows,
-                "seconds": self.seconds}
+        return {
+            "path": self.path,
+            "known_at": self.basis.known_at.isoformat(),
+            "valid_at": self.basis.valid_at.isoformat(),
+            "files": self.files,
+            "rows": self.rows,
+            "seconds": self.seconds,
+        }
 
     def summary(self) -> list[str]:
         return [f"exported {n} {kind} row(s) to {self.files[kind]}" for kind, n in self.rows.items()] + [
-            f"basis: {self.basis.describe()}"]
+            f"basis: {self.basis.describe()}"
+        ]
 
 
-def export(vis: "Visibility", principal: Principal, basis: Basis, path: str | Path, *,
-           kinds: Optional[Sequence[str]] = None, format: str = "parquet") -> ExportReport:
+def export(
+    vis: Visibility,
+    principal: Principal,
+    basis: Basis,
+    path: str | Path,
+    *,
+    kinds: Sequence[str] | None = None,
+    format: str = "parquet",
+) -> ExportReport:
     """Write the rows *principal* is served at *basis*, per kind, with their system time, as Parquet.
 
     The rows come from the one visibility query (`query.Visibility.rows`), so a snapshot

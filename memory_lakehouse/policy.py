@@ -31,9 +31,10 @@ evidence, the resolver makes the policy decision, authorization controls the act
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from .errors import Escalation, ValidationError
 from .records import Policy
@@ -79,14 +80,14 @@ class Decision:
     an authorization: acting on it needs its own check.
     """
 
-    policy: Optional[Policy]
+    policy: Policy | None
     matched: dict[str, Any]
-    effective: Optional[tuple[datetime, Optional[datetime]]]
+    effective: tuple[datetime, datetime | None] | None
     rule: str
     candidates: tuple[Candidate, ...]
     explanation: str
     at: datetime
-    known_at: Optional[datetime] = None
+    known_at: datetime | None = None
 
     @property
     def losers(self) -> tuple[Candidate, ...]:
@@ -115,6 +116,7 @@ class Decision:
 
 # --------------------------------------------------------------------------- matching
 
+
 def _canon(value: Any) -> str:
     """The form two values are compared in: exact and case-sensitive after rendering.
 
@@ -136,7 +138,7 @@ def _canon(value: Any) -> str:
         return str(value)
 
 
-def matches(policy: Policy, facts: Mapping[str, Any]) -> tuple[bool, dict[str, Any], Optional[str]]:
+def matches(policy: Policy, facts: Mapping[str, Any]) -> tuple[bool, dict[str, Any], str | None]:
     """Does every condition of *policy* equal the fact of the same name?
 
     Returns ``(ok, matched, reason)``: *matched* maps each condition field that matched to
@@ -171,12 +173,13 @@ def effective_at(policy: Policy, at: datetime) -> bool:
 
 # --------------------------------------------------------------------------- resolving
 
+
 def resolve(
     policies: Sequence[Policy],
     facts: Mapping[str, Any],
     at: datetime,
     *,
-    known_at: Optional[datetime] = None,
+    known_at: datetime | None = None,
 ) -> Decision:
     """Pick the one policy version that applies to *facts* at *at*, or escalate a tie.
 
@@ -222,7 +225,9 @@ def resolve(
         if i != j:
             if _version_key(policies[i]) == _version_key(policies[j]):
                 status[i] = status[j] = "tied: two versions of one policy_id with the same start"
-                raise Escalation(_tie_message([policies[i], policies[j]], facts, at), _cands(policies, matched, status, [i, j]))
+                raise Escalation(
+                    _tie_message([policies[i], policies[j]], facts, at), _cands(policies, matched, status, [i, j])
+                )
             status[i] = f"lost: superseded by version {_vid(policies[j])} from {_fmt(policies[j].effective_from)}"
     live = [i for i in live if latest[policies[i].policy_id] == i]
 
@@ -233,26 +238,45 @@ def resolve(
         status[i] = "winner"
     candidates = _cands(policies, matched, status, range(len(policies)))
     win = policies[live[0]] if live else None
-    decision = Decision(win, dict(matched[live[0]]) if live else {},
-                        (win.effective_from, win.effective_to) if win else None,
-                        rule, candidates, "", at, known_at)
+    decision = Decision(
+        win,
+        dict(matched[live[0]]) if live else {},
+        (win.effective_from, win.effective_to) if win else None,
+        rule,
+        candidates,
+        "",
+        at,
+        known_at,
+    )
     return replace(decision, explanation=explain(decision))
 
 
-def _precedence(policies: Sequence[Policy], matched: Mapping[int, Mapping[str, Any]], status: dict[int, str],
-                live: list[int], facts: Mapping[str, Any], at: datetime) -> tuple[list[int], str]:
+def _precedence(
+    policies: Sequence[Policy],
+    matched: Mapping[int, Mapping[str, Any]],
+    status: dict[int, str],
+    live: list[int],
+    facts: Mapping[str, Any],
+    at: datetime,
+) -> tuple[list[int], str]:
     """Apply overrides, priority, specificity and scope in turn; escalate a final tie."""
     pid = {i: policies[i].policy_id for i in live}
-    overridden = {i: next(pid[j] for j in live if j != i and pid[i] in policies[j].overrides)
-                  for i in live if any(j != i and pid[i] in policies[j].overrides for j in live)}
+    overridden = {
+        i: next(pid[j] for j in live if j != i and pid[i] in policies[j].overrides)
+        for i in live
+        if any(j != i and pid[i] in policies[j].overrides for j in live)
+    }
     if len(overridden) == len(live):
         # Every candidate is overridden, so the declarations contain a cycle. The policies
         # on it tie; any other is overridden by one of them and simply loses.
         beats = {i: [j for j in live if j != i and pid[j] in policies[i].overrides] for i in live}
         tied = [i for i in live if _reaches(beats, i, i)]
         for i in live:
-            status[i] = (f"tied: overridden by {overridden[i]} in a cycle of declared overrides" if i in tied
-                         else f"lost: overrides (overridden by {overridden[i]})")
+            status[i] = (
+                f"tied: overridden by {overridden[i]} in a cycle of declared overrides"
+                if i in tied
+                else f"lost: overrides (overridden by {overridden[i]})"
+            )
         raise Escalation(
             f"policies {_names(policies[i] for i in tied)} override each other in a cycle; a person must decide",
             _cands(policies, matched, status, tied),
@@ -308,6 +332,7 @@ def _tie_message(tied: Sequence[Policy], facts: Mapping[str, Any], at: datetime)
 
 # --------------------------------------------------------------------------- write-time check
 
+
 def overlaps(new: Policy, existing: Sequence[Policy]) -> list[Policy]:
     """Existing active policies that *new* would tie with, unless a relationship is declared.
 
@@ -362,8 +387,11 @@ def write_conflicts(
             found = {p.policy_id: p for p in in_force(scope, at)}
             latest: dict[str, Policy] = {}
             for b in batch:  # a later entry of the batch wins a tie on start
-                if b.scope == scope and b.effective_from <= at and (
-                        b.policy_id not in latest or b.effective_from >= latest[b.policy_id].effective_from):
+                if (
+                    b.scope == scope
+                    and b.effective_from <= at
+                    and (b.policy_id not in latest or b.effective_from >= latest[b.policy_id].effective_from)
+                ):
                     latest[b.policy_id] = b
             for pid, b in latest.items():
                 stored = found.get(pid)
@@ -400,25 +428,32 @@ def _ranges_meet(a: Policy, b: Policy) -> bool:
 
 # --------------------------------------------------------------------------- explanation
 
+
 def explain(decision: Decision) -> str:
     """One paragraph a support agent can read: what applies, why, since when, over what."""
     basis = f"at {_fmt(decision.at)}"
     if decision.known_at is not None:
         basis += f", with the policies known by {_fmt(decision.known_at)}"
-    caveat = ("This is a policy decision, not an authorization to act: a refund, return or change it "
-              "implies still needs its own authorization check.")
+    caveat = (
+        "This is a policy decision, not an authorization to act: a refund, return or change it "
+        "implies still needs its own authorization check."
+    )
     p = decision.policy
     if p is None:
         if not decision.candidates:
             return f"No policy applies {basis}: no policy was visible to consider. Escalate to a person. {caveat}"
         seen = "; ".join(f"{_name(c.policy)}: {c.status}" for c in decision.candidates)
-        return (f"No policy applies {basis}. Considered {len(decision.candidates)}: {seen}. "
-                f"Escalate to a person rather than guess. {caveat}")
+        return (
+            f"No policy applies {basis}. Considered {len(decision.candidates)}: {seen}. "
+            f"Escalate to a person rather than guess. {caveat}"
+        )
     cond = ", ".join(f"{k}={v!r}" for k, v in decision.matched.items()) or "no conditions (it covers every case)"
     scope = p.scope.path if p.scope is not None else "unscoped"
-    text = (f'Policy {p.policy_id} (version {_vid(p)}, scope {scope}, priority {p.priority}) applies {basis}: '
-            f'"{p.text}". It matched on {cond} and is in effect {_range(decision.effective)}. '
-            f"It won by {decision.rule}: {_WHY.get(decision.rule, decision.rule)}.")
+    text = (
+        f"Policy {p.policy_id} (version {_vid(p)}, scope {scope}, priority {p.priority}) applies {basis}: "
+        f'"{p.text}". It matched on {cond} and is in effect {_range(decision.effective)}. '
+        f"It won by {decision.rule}: {_WHY.get(decision.rule, decision.rule)}."
+    )
     if decision.losers:
         text += " Also considered: " + "; ".join(f"{_name(c.policy)} ({c.status})" for c in decision.losers) + "."
     return f"{text} {caveat}"
@@ -426,13 +461,15 @@ def explain(decision: Decision) -> str:
 
 # --------------------------------------------------------------------------- helpers
 
-def _cands(policies: Sequence[Policy], matched: Mapping[int, Mapping[str, Any]], status: Mapping[int, str],
-           idx: Iterable[int]) -> tuple[Candidate, ...]:
+
+def _cands(
+    policies: Sequence[Policy], matched: Mapping[int, Mapping[str, Any]], status: Mapping[int, str], idx: Iterable[int]
+) -> tuple[Candidate, ...]:
     return tuple(Candidate(policies[i], dict(matched[i]), status.get(i, "applicable")) for i in idx)
 
 
 def _version_key(p: Policy) -> tuple[datetime, datetime]:
-    return p.effective_from, p.known_since or datetime.min.replace(tzinfo=timezone.utc)
+    return p.effective_from, p.known_since or datetime.min.replace(tzinfo=UTC)
 
 
 def _depth(p: Policy) -> int:
@@ -451,15 +488,15 @@ def _names(ps: Iterable[Policy]) -> str:
     return ", ".join(_name(p) for p in ps)
 
 
-def _fmt(t: Optional[datetime]) -> str:
-    return "open" if t is None else t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+def _fmt(t: datetime | None) -> str:
+    return "open" if t is None else t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _iso(t: Optional[datetime]) -> Optional[str]:
-    return None if t is None else t.astimezone(timezone.utc).isoformat()
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.astimezone(UTC).isoformat()
 
 
-def _range(eff: Optional[tuple[datetime, Optional[datetime]]]) -> str:
+def _range(eff: tuple[datetime, datetime | None] | None) -> str:
     if eff is None:
         return "never"
     start, end = eff

@@ -13,7 +13,7 @@ import logging
 import sys
 import time
 from types import TracebackType
-from typing import Any, Optional
+from typing import Any
 
 #: Work on fewer rows than this finishes in well under a second: no bar, no log line.
 MIN_ROWS = 256
@@ -39,15 +39,22 @@ class Progress:
         self._task: Any = None
         self._started = 0.0
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         self._started = time.perf_counter()
         if not self.shown:
             return self
         if sys.stderr.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as Bar
 
-            self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("rows"), TimeRemainingColumn(), transient=True)
+            self._bar = Bar(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("rows"),
+                TimeRemainingColumn(),
+                transient=True,
+            )
             self._bar.start()
             self._task = self._bar.add_task(self.what, total=self.total)
         log.info("%s: %d rows", self.what, self.total)
@@ -58,11 +65,19 @@ class Progress:
         if self._bar is not None:
             self._bar.update(self._task, advance=rows)
 
-    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._bar is not None:
             self._bar.stop()
         if self.shown:
             took = time.perf_counter() - self._started
-            log.info("%s: %d of %d rows in %.1f s (%.0f rows/s)%s", self.what, self.done, self.total, took,
-                     self.done / took if took > 0 else 0.0, "" if exc is None else " (interrupted)")
+            log.info(
+                "%s: %d of %d rows in %.1f s (%.0f rows/s)%s",
+                self.what,
+                self.done,
+                self.total,
+                took,
+                self.done / took if took > 0 else 0.0,
+                "" if exc is None else " (interrupted)",
+            )

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -45,10 +46,13 @@ from .time import Basis, require_aware
 
 Tracer = Callable[[str, Mapping[str, Any]], None]
 
+
 def scope_depth_sql(alias: str = "") -> str:
     a = f"{alias}." if alias else ""
-    return (f"(CASE WHEN {a}actor IS NOT NULL THEN 4 WHEN {a}team IS NOT NULL THEN 3 "
-            f"WHEN {a}division IS NOT NULL THEN 2 ELSE 1 END)")
+    return (
+        f"(CASE WHEN {a}actor IS NOT NULL THEN 4 WHEN {a}team IS NOT NULL THEN 3 "
+        f"WHEN {a}division IS NOT NULL THEN 2 ELSE 1 END)"
+    )
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ class Forgotten:
     from them later.
     """
 
-    tombstones: tuple[tuple[str, int, datetime, Optional[str], Optional[str], Optional[str]], ...] = ()
+    tombstones: tuple[tuple[str, int, datetime, str | None, str | None, str | None], ...] = ()
     record_ids: frozenset[str] = frozenset()
 
     @property
@@ -72,14 +76,16 @@ class Forgotten:
     def as_tables(self) -> tuple[pa.Table, pa.Table]:
         t = self.tombstones
         return (
-            pa.table({
-                "key": pa.array([x[0] for x in t], pa.string()),
-                "generation": pa.array([x[1] for x in t], pa.int64()),
-                "forgotten_at": pa.array([x[2] for x in t], pa.timestamp("us", tz="UTC")),
-                "org": pa.array([x[3] for x in t], pa.string()),
-                "division": pa.array([x[4] for x in t], pa.string()),
-                "team": pa.array([x[5] for x in t], pa.string()),
-            }),
+            pa.table(
+                {
+                    "key": pa.array([x[0] for x in t], pa.string()),
+                    "generation": pa.array([x[1] for x in t], pa.int64()),
+                    "forgotten_at": pa.array([x[2] for x in t], pa.timestamp("us", tz="UTC")),
+                    "org": pa.array([x[3] for x in t], pa.string()),
+                    "division": pa.array([x[4] for x in t], pa.string()),
+                    "team": pa.array([x[5] for x in t], pa.string()),
+                }
+            ),
             pa.table({"record_id": pa.array(sorted(self.record_ids), pa.string())}),
         )
 
@@ -111,10 +117,20 @@ def refreshed_expiry_sql(sightings: str, known_at: str, valid_at: str, alias: st
           AND s.known_since <= {known_at} AND s.valid_from <= {valid_at}), {a}.expires_at)) END)"""
 
 
-def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *, heads_only: bool,
-                   expiry: str = "r.expires_at", carry: Sequence[str] = (), narrow: Sequence[str] = (),
-                   subject_first: bool = True, per_scope: bool = False, versions: bool = False,
-                   subtree: bool = False) -> str:
+def visibility_sql(
+    source: str,
+    b: Callable[[str], str],
+    where: Sequence[str],
+    *,
+    heads_only: bool,
+    expiry: str = "r.expires_at",
+    carry: Sequence[str] = (),
+    narrow: Sequence[str] = (),
+    subject_first: bool = True,
+    per_scope: bool = False,
+    versions: bool = False,
+    subtree: bool = False,
+) -> str:
     """The rules of `Visibility.visible` as SQL; ``b(col)`` names a basis value.
 
     One builder for every read: a single read passes its basis as parameters, a replay
@@ -158,10 +174,10 @@ def visibility_sql(source: str, b: Callable[[str], str], where: Sequence[str], *
     subject_rule = f"({b('subject_key')} IS NULL OR r.subject_key = {b('subject_key')})"
     if versions:
         return f"""
-SELECT {b('decision_id')} AS decision_id, r._row, {scope_depth_sql("r")} AS scope_depth,
-       CASE WHEN r.retracted_since <= {b('known_at')} THEN r.retracted_since END AS retracted_since
+SELECT {b("decision_id")} AS decision_id, r._row, {scope_depth_sql("r")} AS scope_depth,
+       CASE WHEN r.retracted_since <= {b("known_at")} THEN r.retracted_since END AS retracted_since
 FROM {source}
-WHERE {' AND '.join(basis_rules + [subject_rule] + list(where))}
+WHERE {" AND ".join(basis_rules + [subject_rule] + list(where))}
 ORDER BY r.valid_from, r.known_since, r.commit_version, r._row
 """
     narrow = list(narrow)
@@ -170,12 +186,21 @@ ORDER BY r.valid_from, r.known_since, r.commit_version, r._row
     else:  # after the heads: the subject is one more narrowing of what is visible
         narrow.append("(basis_subject_key IS NULL OR subject_key = basis_subject_key)")
     by_scope = ", division, team, actor" if per_scope else ""
-    head = (f"QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth{by_scope} "
-            "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, _row DESC) = 1" if heads_only else "")
-    slot = ("QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id ORDER BY scope_depth DESC) = 1"
-            if heads_only and not per_scope else "")
-    live = ("(valid_to IS NULL OR valid_to > basis_valid_at)"  # the head has not ended
-            " AND (expires_at IS NULL OR expires_at > basis_valid_at)")  # nor expired
+    head = (
+        f"QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth{by_scope} "
+        "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, _row DESC) = 1"
+        if heads_only
+        else ""
+    )
+    slot = (
+        "QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id ORDER BY scope_depth DESC) = 1"
+        if heads_only and not per_scope
+        else ""
+    )
+    live = (
+        "(valid_to IS NULL OR valid_to > basis_valid_at)"  # the head has not ended
+        " AND (expires_at IS NULL OR expires_at > basis_valid_at)"
+    )  # nor expired
     extra = "".join(f", r.{c}" for c in SCOPE_LEVELS) if per_scope else ""
     extra += "".join(f", {c}" for c in carry)
     if per_scope:
@@ -187,10 +212,10 @@ ORDER BY r.valid_from, r.known_since, r.commit_version, r._row
     return f"""
 WITH candidates AS (
     SELECT r._row, r.lineage_id, r.valid_from, r.valid_to, {expiry} AS expires_at, r.known_since, r.commit_version,
-           {scope_depth_sql("r")} AS scope_depth, {b('decision_id')} AS decision_id,
-           {b('valid_at')} AS basis_valid_at, r.subject_key, {b('subject_key')} AS basis_subject_key{extra}
+           {scope_depth_sql("r")} AS scope_depth, {b("decision_id")} AS decision_id,
+           {b("valid_at")} AS basis_valid_at, r.subject_key, {b("subject_key")} AS basis_subject_key{extra}
     FROM {source}
-    WHERE {' AND '.join(list(basis_rules) + list(where))}
+    WHERE {" AND ".join(list(basis_rules) + list(where))}
     {head}
 ), heads AS (
     {heads_cte}
@@ -201,8 +226,9 @@ ORDER BY decision_id, valid_from DESC, known_since DESC
 """
 
 
-def _filter_clauses(kind: str, filters: Optional[Mapping[str, Any]], params: dict[str, Any], *,
-                    carried: bool = False) -> tuple[list[str], list[str]]:
+def _filter_clauses(
+    kind: str, filters: Mapping[str, Any] | None, params: dict[str, Any], *, carried: bool = False
+) -> tuple[list[str], list[str]]:
     """The callers' exact-match filters: ``(carry, predicates)`` (they only narrow; scope columns are refused).
 
     Plain (*carried* False): predicates over the row's columns, for reads that choose no
@@ -227,19 +253,21 @@ def _filter_clauses(kind: str, filters: Optional[Mapping[str, Any]], params: dic
     return carry, where
 
 
-def bases_table(reads: Sequence[tuple[str, Principal, Basis, Optional[str]]]) -> pa.Table:
+def bases_table(reads: Sequence[tuple[str, Principal, Basis, str | None]]) -> pa.Table:
     """The bases of many reads: (decision_id, principal, basis, subject or None)."""
     ts = pa.timestamp("us", tz="UTC")
-    return pa.table({
-        "decision_id": pa.array([r[0] for r in reads], pa.string()),
-        "known_at": pa.array([r[2].known_at for r in reads], ts),
-        "valid_at": pa.array([r[2].valid_at for r in reads], ts),
-        "org": pa.array([r[1].scope.org for r in reads], pa.string()),
-        "division": pa.array([r[1].scope.division for r in reads], pa.string()),
-        "team": pa.array([r[1].scope.team for r in reads], pa.string()),
-        "actor": pa.array([r[1].scope.actor for r in reads], pa.string()),
-        "subject_key": pa.array([subject_key(r[3]) if r[3] is not None else None for r in reads], pa.string()),
-    })
+    return pa.table(
+        {
+            "decision_id": pa.array([r[0] for r in reads], pa.string()),
+            "known_at": pa.array([r[2].known_at for r in reads], ts),
+            "valid_at": pa.array([r[2].valid_at for r in reads], ts),
+            "org": pa.array([r[1].scope.org for r in reads], pa.string()),
+            "division": pa.array([r[1].scope.division for r in reads], pa.string()),
+            "team": pa.array([r[1].scope.team for r in reads], pa.string()),
+            "actor": pa.array([r[1].scope.actor for r in reads], pa.string()),
+            "subject_key": pa.array([subject_key(r[3]) if r[3] is not None else None for r in reads], pa.string()),
+        }
+    )
 
 
 def _filter_value(kind: str, col: str, value: Any) -> Any:
@@ -254,8 +282,9 @@ def _filter_value(kind: str, col: str, value: Any) -> Any:
             raise TypeError("a list column needs a list")
         pa.scalar(value, type=column_type)
     except (ValidationError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
-        raise ValidationError(f"filter {col!r} on {kind} needs a {column_type} value, got {value!r}",
-                              field="filters") from exc
+        raise ValidationError(
+            f"filter {col!r} on {kind} needs a {column_type} value, got {value!r}", field="filters"
+        ) from exc
     return value
 
 
@@ -280,15 +309,17 @@ class Visibility:
         self._mirrored: dict[str, tuple[int, int, int]] = {}  # kind -> (epoch, chunks applied, rows)
         self._hidden_for: dict[str, Forgotten] = {}  # kind -> the ledger state its `hidden` reflects
         self._forgotten: Forgotten = Forgotten()
-        self._forgotten_registered: Optional[Forgotten] = None
+        self._forgotten_registered: Forgotten | None = None
         self.tracers: list[Tracer] = []
-        self._cache: "OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], int, int, pa.Table]]" = OrderedDict()
+        self._cache: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], int, int, pa.Table]] = OrderedDict()
         self._cache_bytes = 0  # Arrow bytes held by the entries of _cache
         self._bounds: dict[str, _Boundaries] = {}
-        self._last_reads: "OrderedDict[tuple[Any, ...], tuple[Any, ...]]" = OrderedDict()  # (kind, reader scope) -> last basis
+        self._last_reads: OrderedDict[tuple[Any, ...], tuple[Any, ...]] = (
+            OrderedDict()
+        )  # (kind, reader scope) -> last basis
         # (kind, org) -> [(state, known_at µs, valid_at µs, OrgHeads)]: slot heads per basis cell
         self._heads: dict[tuple[str, str], list[tuple[tuple[Any, ...], int, int, OrgHeads]]] = {}
-        self._heads_lru: "OrderedDict[tuple[str, str], None]" = OrderedDict()
+        self._heads_lru: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     # ---------------------------------------------------------------- plumbing
 
@@ -300,7 +331,7 @@ class Visibility:
     def forgotten(self) -> Forgotten:
         return self._forgotten
 
-    def trace(self, message: str, params: Optional[Mapping[str, Any]] = None) -> None:
+    def trace(self, message: str, params: Mapping[str, Any] | None = None) -> None:
         for tracer in list(self.tracers):
             tracer(message, dict(params or {}))
 
@@ -332,8 +363,10 @@ class Visibility:
             # with an empty ledger nothing can be hidden: skip the per-row check
             hidden = "FALSE" if self._forgotten.empty else "NULL"
             if offset == 0 and applied == 0:
-                self.con.execute(f"CREATE TABLE {name} AS SELECT *, {hidden}::BOOLEAN AS hidden, "
-                                 "NULL::TIMESTAMPTZ AS retracted_since FROM _mirror_src")
+                self.con.execute(
+                    f"CREATE TABLE {name} AS SELECT *, {hidden}::BOOLEAN AS hidden, "
+                    "NULL::TIMESTAMPTZ AS retracted_since FROM _mirror_src"
+                )
             else:
                 self.con.execute(f"INSERT INTO {name} SELECT *, {hidden}, NULL FROM _mirror_src")
             self.con.unregister("_mirror_src")
@@ -355,8 +388,10 @@ class Visibility:
 
     def _create_empty(self, kind: str, name: str) -> str:
         self.con.register("_mirror_src", self.lake.all_rows(kind))
-        return (f"CREATE TABLE {name} AS SELECT *, 0::BIGINT AS _row, NULL::BOOLEAN AS hidden, "
-                "NULL::TIMESTAMPTZ AS retracted_since FROM _mirror_src LIMIT 0")
+        return (
+            f"CREATE TABLE {name} AS SELECT *, 0::BIGINT AS _row, NULL::BOOLEAN AS hidden, "
+            "NULL::TIMESTAMPTZ AS retracted_since FROM _mirror_src LIMIT 0"
+        )
 
     def _mark_retractions(self, name: str, *, since_row: int) -> None:
         """Record on each retracted row when its retraction became known (as-of reads before it still see it)."""
@@ -372,7 +407,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         self.trace(sql, params)
         return self.con.sql(sql, params=dict(params)).to_arrow_table()
 
-    def _take(self, kind: str, positions: pa.Array, columns: Optional[Sequence[str]] = None) -> pa.Table:
+    def _take(self, kind: str, positions: pa.Array, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows from the Arrow snapshot: every stored column, or just *columns*.
 
         ``search_text`` (what ranking reads) is computed only when asked for by name.
@@ -395,11 +430,11 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         principal: Principal,
         basis: Basis,
         *,
-        subject: Optional[str] = None,
-        filters: Optional[Mapping[str, Any]] = None,
+        subject: str | None = None,
+        filters: Mapping[str, Any] | None = None,
         include_proposals: bool = False,
         heads_only: bool = True,
-        columns: Optional[Sequence[str]] = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """Rows of *kind* the principal may be served at *basis*, one per slot.
 
@@ -416,13 +451,21 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             if narrowed is not None:
                 return narrowed
         bases = bases_table([("read", principal, basis, subject)])
-        result = self.visible(kind, bases, filters=filters, include_proposals=include_proposals,
-                              heads_only=heads_only, columns=columns)
+        result = self.visible(
+            kind, bases, filters=filters, include_proposals=include_proposals, heads_only=heads_only, columns=columns
+        )
         self.trace(f"visible {kind}: {result.num_rows} row(s) for {principal.id} at {basis.describe()}")
         return result
 
-    def _from_heads(self, kind: str, principal: Principal, basis: Basis, subject: Optional[str],
-                    filters: Optional[Mapping[str, Any]], columns: Optional[Sequence[str]]) -> Optional[pa.Table]:
+    def _from_heads(
+        self,
+        kind: str,
+        principal: Principal,
+        basis: Basis,
+        subject: str | None,
+        filters: Mapping[str, Any] | None,
+        columns: Sequence[str] | None,
+    ) -> pa.Table | None:
         """The read served from the org's slot heads at the basis (`heads.OrgHeads`), or None.
 
         The heads come from the query run once per org, snapshot and basis cell
@@ -433,8 +476,11 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         """
         filters = dict(filters or {})
         slot_columns = SLOT_COLUMNS.get(kind, frozenset())
-        if kind not in SPECS or (subject is not None and kind not in SUBJECT_IN_SLOT) \
-                or any(not isinstance(v, str) or c not in slot_columns for c, v in filters.items()):
+        if (
+            kind not in SPECS
+            or (subject is not None and kind not in SUBJECT_IN_SLOT)
+            or any(not isinstance(v, str) or c not in slot_columns for c, v in filters.items())
+        ):
             return None
         org = principal.scope.org
         with self._lock:
@@ -442,16 +488,23 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             if self._refreshed(kind):  # sightings move expiries: instants the cells do not track
                 return None
             heads, source = self._heads_at(kind, org, basis)
-            memo_key = (principal.scope, subject, tuple(sorted(filters.items())),
-                        None if columns is None else tuple(columns))
+            memo_key = (
+                principal.scope,
+                subject,
+                tuple(sorted(filters.items())),
+                None if columns is None else tuple(columns),
+            )
             rows = heads.memo.get(memo_key) if heads is not None else None
             if rows is None:
                 if heads is None:
                     positions = pa.array([], pa.int64())
                 else:
-                    idx = heads.visible(principal.scope, self.lake.all_rows(kind),
-                                        subject_key=subject_key(subject) if subject is not None else None,
-                                        filters=filters)
+                    idx = heads.visible(
+                        principal.scope,
+                        self.lake.all_rows(kind),
+                        subject_key=subject_key(subject) if subject is not None else None,
+                        filters=filters,
+                    )
                     if idx is None:
                         return None
                     positions = pa.array(heads.rows[idx], pa.int64())
@@ -465,11 +518,13 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                     heads.memo[memo_key] = rows
                     heads.memo_bytes += rows.nbytes
         if self.tracers:
-            self.trace(f"visible {kind}: {rows.num_rows} row(s) for {principal.id} at {basis.describe()}, "
-                       f"picked from the org's slot heads ({source})")
+            self.trace(
+                f"visible {kind}: {rows.num_rows} row(s) for {principal.id} at {basis.describe()}, "
+                f"picked from the org's slot heads ({source})"
+            )
         return rows
 
-    def _heads_at(self, kind: str, org: str, basis: Basis) -> tuple[Optional[OrgHeads], str]:
+    def _heads_at(self, kind: str, org: str, basis: Basis) -> tuple[OrgHeads | None, str]:
         """*org*'s slot heads at a basis equivalent to *basis*: remembered, or from the query.
 
         None when no append brought *org* rows of *kind* (every rule matches the row's org
@@ -488,12 +543,22 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 self._heads_lru.move_to_end((kind, org))
                 return cell[3], "from cache: no row boundary between the bases"
         table = self._register(kind)
-        params = {"basis_org": org, "basis_known_at": basis.known_at, "basis_valid_at": basis.valid_at,
-                  "basis_decision_id": "read", "basis_subject_key": None}
-        sql = visibility_sql(f"{table} r", lambda c: f"$basis_{c}", ["NOT r.hidden", "r.status = 'active'"],
-                             heads_only=True, per_scope=True)
+        params = {
+            "basis_org": org,
+            "basis_known_at": basis.known_at,
+            "basis_valid_at": basis.valid_at,
+            "basis_decision_id": "read",
+            "basis_subject_key": None,
+        }
+        sql = visibility_sql(
+            f"{table} r",
+            lambda c: f"$basis_{c}",
+            ["NOT r.hidden", "r.status = 'active'"],
+            heads_only=True,
+            per_scope=True,
+        )
         heads = OrgHeads.build(self.execute(sql, params), self.lake.all_rows(kind), kind)
-        cells[:] = [c for c in cells if c[0] == state][-(HEAD_CELLS - 1):] + [(state, k, v, heads)]
+        cells[:] = [c for c in cells if c[0] == state][-(HEAD_CELLS - 1) :] + [(state, k, v, heads)]
         self._heads_lru[(kind, org)] = None
         self._heads_lru.move_to_end((kind, org))
         total = sum(c[3].nbytes + c[3].memo_bytes for cs in self._heads.values() for c in cs)
@@ -502,8 +567,15 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             total -= sum(c[3].nbytes + c[3].memo_bytes for c in self._heads.pop(old, []))
         return heads, "new: one query for the org"
 
-    def _from_reader_set(self, kind: str, principal: Principal, basis: Basis, subject: str,
-                         filters: Optional[Mapping[str, Any]], columns: Optional[Sequence[str]]) -> Optional[pa.Table]:
+    def _from_reader_set(
+        self,
+        kind: str,
+        principal: Principal,
+        basis: Basis,
+        subject: str,
+        filters: Mapping[str, Any] | None,
+        columns: Sequence[str] | None,
+    ) -> pa.Table | None:
         """One subject's rows picked out of the reader's whole visible set, or None.
 
         A reader that reads again at an equivalent basis (same snapshot, no row boundary
@@ -518,11 +590,14 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         schema = SPECS[kind].schema
 
         def plain_text(col: str, value: Any) -> bool:  # a filter Arrow can apply exactly as the SQL does
-            return (isinstance(value, str) and col in schema.names and col not in ("org", "division", "team", "actor")
-                    and schema.field(col).type == pa.string())
+            return (
+                isinstance(value, str)
+                and col in schema.names
+                and col not in ("org", "division", "team", "actor")
+                and schema.field(col).type == pa.string()
+            )
 
-        if kind not in SUBJECT_SLOTS or not all(plain_text(c, v) for c, v in filters.items()) \
-                or self._refreshed(kind):
+        if kind not in SUBJECT_SLOTS or not all(plain_text(c, v) for c, v in filters.items()) or self._refreshed(kind):
             return None
         wanted = ("_row", "subject_key", *sorted(filters))
         whole = bases_table([("read", principal, basis, None)])
@@ -544,13 +619,17 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             for col, value in filters.items():
                 mask = pc.and_(mask, pc.equal(reader_set.column(col), value))
             picked = reader_set.filter(mask)
-            rows = self._take(kind, picked.column("_row"), None if columns is None else [c for c in columns if c != "_row"])
+            rows = self._take(
+                kind, picked.column("_row"), None if columns is None else [c for c in columns if c != "_row"]
+            )
             if columns is not None and "_row" in columns:
                 rows = rows.append_column("_row", picked.column("_row"))
             if narrow_key is not None:  # the same read again returns this very table (callers memoise on it)
                 self._remember(kind, narrow_key, narrow, rows)
-        self.trace(f"visible {kind}: {rows.num_rows} row(s) for {principal.id} at {basis.describe()}, "
-                   f"picked from the reader's {source} visible set ({reader_set.num_rows} rows)")
+        self.trace(
+            f"visible {kind}: {rows.num_rows} row(s) for {principal.id} at {basis.describe()}, "
+            f"picked from the reader's {source} visible set ({reader_set.num_rows} rows)"
+        )
         return rows
 
     def _repeats(self, kind: str, principal: Principal, basis: Basis) -> bool:
@@ -571,10 +650,10 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         kind: str,
         bases: pa.Table,
         *,
-        filters: Optional[Mapping[str, Any]] = None,
+        filters: Mapping[str, Any] | None = None,
         include_proposals: bool = False,
         heads_only: bool = True,
-        columns: Optional[Sequence[str]] = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """The visibility query for many bases at once (one row per read or replayed decision).
 
@@ -615,10 +694,21 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             else:
                 self.con.register("bases", bases)
                 source, b = f"{table} r JOIN bases b ON r.org = b.org", (lambda c: f"b.{c}")
-            expiry = (refreshed_expiry_sql(self._register("sighting"), b("known_at"), b("valid_at")) if refreshed
-                      else "r.expires_at")
-            sql = visibility_sql(source, b, where + [f"r.status = '{status}'"], heads_only=heads_only, expiry=expiry,
-                                 carry=carry, narrow=narrow, subject_first=subject_first)
+            expiry = (
+                refreshed_expiry_sql(self._register("sighting"), b("known_at"), b("valid_at"))
+                if refreshed
+                else "r.expires_at"
+            )
+            sql = visibility_sql(
+                source,
+                b,
+                where + [f"r.status = '{status}'"],
+                heads_only=heads_only,
+                expiry=expiry,
+                carry=carry,
+                narrow=narrow,
+                subject_first=subject_first,
+            )
             if any(chunk.num_rows for chunk in self.lake.views[kind].chunks):
                 hits = self.execute(sql, params)
             else:  # an empty table shows nothing: no need to pay DuckDB's milliseconds (recall reads every kind)
@@ -638,8 +728,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         principal: Principal,
         basis: Basis,
         *,
-        subject: Optional[str] = None,
-        filters: Optional[Mapping[str, Any]] = None,
+        subject: str | None = None,
+        filters: Mapping[str, Any] | None = None,
         statuses: Sequence[str] = ("active",),
         subtree: bool = False,
         unapproved: bool = False,
@@ -658,15 +748,21 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         with self._lock:
             self.lake.refresh()
             table = self._register(kind)
-            params: dict[str, Any] = {f"basis_{c}": v for c, v in
-                                      bases_table([("read", principal, basis, subject)]).to_pylist()[0].items()}
-            where = ["NOT r.hidden", "r.status IN (SELECT unnest($statuses))"] + _filter_clauses(kind, filters, params)[1]
+            params: dict[str, Any] = {
+                f"basis_{c}": v for c, v in bases_table([("read", principal, basis, subject)]).to_pylist()[0].items()
+            }
+            where = ["NOT r.hidden", "r.status IN (SELECT unnest($statuses))"] + _filter_clauses(kind, filters, params)[
+                1
+            ]
             params["statuses"] = list(statuses)
             if unapproved:
-                where.append(f"NOT EXISTS (SELECT 1 FROM {table} a WHERE a.supersedes = r.record_id "
-                             "AND a.status = 'active' AND a.known_since <= $basis_known_at)")
-            sql = visibility_sql(f"{table} r", lambda c: f"$basis_{c}", where, heads_only=False,
-                                 versions=True, subtree=subtree)
+                where.append(
+                    f"NOT EXISTS (SELECT 1 FROM {table} a WHERE a.supersedes = r.record_id "
+                    "AND a.status = 'active' AND a.known_since <= $basis_known_at)"
+                )
+            sql = visibility_sql(
+                f"{table} r", lambda c: f"$basis_{c}", where, heads_only=False, versions=True, subtree=subtree
+            )
             hits = self.execute(sql, {k: v for k, v in params.items() if f"${k}" in sql})  # valid_at is unused
             rows = self._take(kind, hits.column("_row"))
             rows = rows.append_column("retracted_since", hits.column("retracted_since"))
@@ -688,21 +784,39 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         view = self.lake.views[kind]
         return (view.epoch, self._boundaries(kind).appends.get(org, 0), id(self._forgotten))
 
-    def _cache_key(self, kind: str, bases: pa.Table, filters: Optional[Mapping[str, Any]], include_proposals: bool,
-                   heads_only: bool, columns: Optional[Sequence[str]]) -> Optional[tuple[Any, ...]]:
+    def _cache_key(
+        self,
+        kind: str,
+        bases: pa.Table,
+        filters: Mapping[str, Any] | None,
+        include_proposals: bool,
+        heads_only: bool,
+        columns: Sequence[str] | None,
+    ) -> tuple[Any, ...] | None:
         if bases.num_rows != 1:
             return None  # bulk replay: each decision has its own basis
         b = bases.slice(0, 1).to_pylist()[0]
-        key = (kind, b["org"], b["division"], b["team"], b["actor"], b["subject_key"],
-               tuple(sorted((filters or {}).items(), key=lambda kv: kv[0])), bool(include_proposals),
-               bool(heads_only), tuple(columns) if columns is not None else None)
+        key = (
+            kind,
+            b["org"],
+            b["division"],
+            b["team"],
+            b["actor"],
+            b["subject_key"],
+            tuple(sorted((filters or {}).items(), key=lambda kv: kv[0])),
+            bool(include_proposals),
+            bool(heads_only),
+            tuple(columns) if columns is not None else None,
+        )
         try:
             hash(key)
         except TypeError:  # an unhashable filter value: just don't cache
             return None
         return key
 
-    def _cached(self, kind: str, key: Optional[tuple[Any, ...]], bases: pa.Table, *, quiet: bool = False) -> Optional[pa.Table]:
+    def _cached(
+        self, kind: str, key: tuple[Any, ...] | None, bases: pa.Table, *, quiet: bool = False
+    ) -> pa.Table | None:
         """A remembered result for the same reader, valid if no row boundary lies between the bases.
 
         The visible set is piecewise constant in time: it changes only when known_at
@@ -733,12 +847,12 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         while len(self._cache) > 1 and (len(self._cache) > CACHE_ENTRIES or self._cache_bytes > CACHE_BYTES):
             self._cache_bytes -= self._cache.popitem(last=False)[1][3].nbytes
 
-    def _boundaries(self, kind: str) -> "_Boundaries":
+    def _boundaries(self, kind: str) -> _Boundaries:
         view = self.lake.views[kind]
         bounds = self._bounds.get(kind)
         if bounds is None or bounds.epoch != view.epoch:
             bounds = self._bounds[kind] = _Boundaries(view.epoch)
-        for chunk in view.chunks[bounds.applied:]:
+        for chunk in view.chunks[bounds.applied :]:
             bounds.add(chunk)
         bounds.applied = len(view.chunks)
         return bounds
@@ -760,8 +874,11 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             self.lake.refresh()
             table = self._register(kind)
             # every sighting stored so far counts: reconcile compares against what is known now
-            expiry = (refreshed_expiry_sql(self._register("sighting"), "s.known_since", "s.valid_from", alias=table)
-                      if self._refreshed(kind) else "expires_at")
+            expiry = (
+                refreshed_expiry_sql(self._register("sighting"), "s.known_since", "s.valid_from", alias=table)
+                if self._refreshed(kind)
+                else "expires_at"
+            )
             sql = f"""
 SELECT record_id, lineage_id, org, division, team, actor, valid_from, content_hash,
        least(valid_to, {expiry}) AS ends_at FROM {table}
@@ -778,14 +895,21 @@ ORDER BY valid_from, known_since, commit_version, _row
             table = self._register(kind)
             hits = self.execute(
                 f"SELECT _row FROM {table} WHERE record_id IN (SELECT unnest($ids)) AND known_since IS NOT NULL"
-                " AND NOT hidden ORDER BY _row", {"ids": list(record_ids)})
+                " AND NOT hidden ORDER BY _row",
+                {"ids": list(record_ids)},
+            )
             rows = self._take(kind, hits.column("_row"))
             return rows.append_column("search_text", SPECS[kind].search_text(rows))
 
 
 #: What the visibility query returns when nothing is visible.
-_NO_HITS = pa.table({"decision_id": pa.array([], pa.string()), "_row": pa.array([], pa.int64()),
-                     "scope_depth": pa.array([], pa.int32())})
+_NO_HITS = pa.table(
+    {
+        "decision_id": pa.array([], pa.string()),
+        "_row": pa.array([], pa.int64()),
+        "scope_depth": pa.array([], pa.int32()),
+    }
+)
 
 #: Kinds whose TTL a restatement refreshes (a `conversation.Sighting` of the row in force).
 REFRESHED_KINDS = frozenset({"preference"})
@@ -811,12 +935,12 @@ CACHE_ENTRIES = 256
 CACHE_BYTES = 64 * 2**20
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
 
 def _micros(value: datetime) -> int:
-    return ((value if value.tzinfo else value.replace(tzinfo=timezone.utc)) - _EPOCH) // _MICRO
+    return ((value if value.tzinfo else value.replace(tzinfo=UTC)) - _EPOCH) // _MICRO
 
 
 class _Boundaries:
@@ -836,8 +960,9 @@ class _Boundaries:
             rows = chunk if len(orgs) == 1 else chunk.filter(pc.equal(chunk.column("org"), org))
             self.appends[org] = self.appends.get(org, 0) + 1
             self.known[org] = np.union1d(self.known.get(org, _NONE), _instants(rows, ("known_since",)))
-            self.valid[org] = np.union1d(self.valid.get(org, _NONE),
-                                         _instants(rows, ("valid_from", "valid_to", "expires_at")))
+            self.valid[org] = np.union1d(
+                self.valid.get(org, _NONE), _instants(rows, ("valid_from", "valid_to", "expires_at"))
+            )
 
     def crosses(self, org: str, known: tuple[int, int], valid: tuple[int, int]) -> bool:
         """Whether an instant of *org* lies between two readings of either clock."""

@@ -36,9 +36,10 @@ outside episodes rank as they did before, so the in-house fixture's figures hold
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import replace as _replace
-from typing import Any, Hashable, Mapping, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -98,16 +99,20 @@ class Ranking:
     def __post_init__(self) -> None:
         signals: Any = self.signals  # typed a tuple; callers may pass a bare str
         if isinstance(signals, str) or not signals or any(s not in SIGNALS for s in signals):
-            raise ValidationError(f"signals must be a non-empty subset of {SIGNALS}, got {signals!r}",
-                                  field="signals")
+            raise ValidationError(f"signals must be a non-empty subset of {SIGNALS}, got {signals!r}", field="signals")
         object.__setattr__(self, "signals", tuple(dict.fromkeys(signals)))
         if self.fusion not in FUSIONS:
             raise ValidationError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}", field="fusion")
         for name in ("lexical_weight", "episode_lexical_weight", "context_weight"):
             value = getattr(self, name)
             unit = name != "context_weight"
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0 or (unit and value > 1):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < 0
+                or (unit and value > 1)
+            ):
                 bound = "in [0, 1]" if unit else ">= 0"
                 raise ValidationError(f"{name} must be a number {bound}, got {value!r}", field=name)
             object.__setattr__(self, name, float(value))
@@ -116,7 +121,7 @@ class Ranking:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValidationError(f"{name} must be a positive int, got {value!r}", field=name)
 
-    def replace(self, **changes: Any) -> "Ranking":
+    def replace(self, **changes: Any) -> Ranking:
         """A copy with some settings changed (checked like a new one).
 
         >>> Ranking().replace(fusion="rrf").fusion
@@ -155,9 +160,15 @@ def minmax(values: Mapping[str, float]) -> dict[str, float]:
     return {k: (v - lo) / span if span > 0 else 0.0 for k, v in values.items()}
 
 
-def fuse(ranking: Ranking, ids: Sequence[str], cosine: Mapping[str, float], coverage: Mapping[str, float],
-         bm25: Mapping[str, float], ranks: Mapping[str, Mapping[str, int]],
-         in_episode: Optional[Mapping[str, bool]] = None) -> dict[str, float]:
+def fuse(
+    ranking: Ranking,
+    ids: Sequence[str],
+    cosine: Mapping[str, float],
+    coverage: Mapping[str, float],
+    bm25: Mapping[str, float],
+    ranks: Mapping[str, Mapping[str, int]],
+    in_episode: Mapping[str, bool] | None = None,
+) -> dict[str, float]:
     """One score per row of the pool (*ids*), by `Ranking.fusion`.
 
     *cosine* and *coverage* hold every row of the pool; *bm25* and *ranks* (signal ->
@@ -173,11 +184,14 @@ def fuse(ranking: Ranking, ids: Sequence[str], cosine: Mapping[str, float], cove
         lex = minmax({rid: bm25.get(rid, 0.0) for rid in ids})
         return {rid: (1.0 - weight[rid]) * cos[rid] + weight[rid] * lex[rid] for rid in ids}
     vec, lexr = ranks.get("vector", {}), ranks.get("bm25", {})
-    return {rid: (1.0 - weight[rid]) * (1.0 / (RRF_K + vec[rid]) if rid in vec else 0.0)
-            + weight[rid] * (1.0 / (RRF_K + lexr[rid]) if rid in lexr else 0.0) for rid in ids}
+    return {
+        rid: (1.0 - weight[rid]) * (1.0 / (RRF_K + vec[rid]) if rid in vec else 0.0)
+        + weight[rid] * (1.0 / (RRF_K + lexr[rid]) if rid in lexr else 0.0)
+        for rid in ids
+    }
 
 
-def episode_keys(kind: str, rows: "pa.Table") -> list[Optional[Hashable]]:
+def episode_keys(kind: str, rows: pa.Table) -> list[Hashable | None]:
     """Each row's episode key: its session, else (kind, source, valid-from time); None without either.
 
     *rows* holds ``source`` and ``valid_from`` (and ``session_id`` when the kind has one).
@@ -189,8 +203,9 @@ def episode_keys(kind: str, rows: "pa.Table") -> list[Optional[Hashable]]:
     return [(kind, src, t) if t is not None else None for src, t in zip(sources, starts)]
 
 
-def with_context(scores: Mapping[str, float], episode: Mapping[str, Hashable | None], *, weight: float,
-                 top: int = CONTEXT_TOP) -> dict[str, float]:
+def with_context(
+    scores: Mapping[str, float], episode: Mapping[str, Hashable | None], *, weight: float, top: int = CONTEXT_TOP
+) -> dict[str, float]:
     """``(s + weight * e) / (1 + weight)``: *e* is the mean of the best *top* scores of the row's episode.
 
     Rows whose episode is None, or alone in theirs, keep their score (their episode's

@@ -28,9 +28,10 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -78,21 +79,21 @@ class Envelope:
     records you build have them empty, records you read back have them filled.
     """
 
-    scope: Optional[Scope] = None
+    scope: Scope | None = None
     source: str = ""
-    evidence: Optional[str] = None
-    authority: Optional[str] = None
-    confidence: Optional[float] = None
-    expires_at: Optional[datetime] = None
-    supersedes: Optional[str] = None
+    evidence: str | None = None
+    authority: str | None = None
+    confidence: float | None = None
+    expires_at: datetime | None = None
+    supersedes: str | None = None
     derived_from: tuple[str, ...] = ()
-    reason: Optional[str] = None
+    reason: str | None = None
     # filled by the store
-    record_id: Optional[str] = None
-    lineage_id: Optional[str] = None
+    record_id: str | None = None
+    lineage_id: str | None = None
     status: str = "active"
-    txn_id: Optional[str] = None
-    known_since: Optional[datetime] = None
+    txn_id: str | None = None
+    known_since: datetime | None = None
 
     kind: ClassVar[str] = ""
 
@@ -100,10 +101,10 @@ class Envelope:
     def _subject(self) -> str:
         raise NotImplementedError
 
-    def _valid_from(self) -> Optional[datetime]:
+    def _valid_from(self) -> datetime | None:
         raise NotImplementedError
 
-    def _valid_to(self) -> Optional[datetime]:
+    def _valid_to(self) -> datetime | None:
         return None
 
     @property
@@ -111,10 +112,10 @@ class Envelope:
         return self._subject()
 
     @property
-    def valid_interval(self) -> tuple[Optional[datetime], Optional[datetime]]:
+    def valid_interval(self) -> tuple[datetime | None, datetime | None]:
         return self._valid_from(), self._valid_to()
 
-    def replace(self, **changes: Any) -> "Envelope":
+    def replace(self, **changes: Any) -> Envelope:
         return dataclasses.replace(self, **changes)
 
 
@@ -127,15 +128,15 @@ class _AttributeRecord(Envelope):
     value: Any
     valid_from: datetime
     _: KW_ONLY
-    valid_to: Optional[datetime] = None
+    valid_to: datetime | None = None
 
     def _subject(self) -> str:
         return self.subject
 
-    def _valid_from(self) -> Optional[datetime]:
+    def _valid_from(self) -> datetime | None:
         return self.valid_from
 
-    def _valid_to(self) -> Optional[datetime]:
+    def _valid_to(self) -> datetime | None:
         return self.valid_to
 
 
@@ -156,7 +157,7 @@ class Fact(_AttributeRecord):
 class Preference(_AttributeRecord):
     """A stated preference; it expires (``ttl``, default 180 days) and conflicts supersede."""
 
-    ttl: Optional[timedelta] = field(default=PREFERENCE_TTL, kw_only=True)
+    ttl: timedelta | None = field(default=PREFERENCE_TTL, kw_only=True)
     kind: ClassVar[str] = "preference"
 
 
@@ -175,15 +176,15 @@ class Episode(Envelope):
     outcome: str
     observed_at: datetime
     _: KW_ONLY
-    version_from: Optional[str] = None
-    version_to: Optional[str] = None
-    subject: Optional[str] = None
+    version_from: str | None = None
+    version_to: str | None = None
+    subject: str | None = None
     kind: ClassVar[str] = "episode"
 
     def _subject(self) -> str:
         return self.subject or f"service:{self.service}"
 
-    def _valid_from(self) -> Optional[datetime]:
+    def _valid_from(self) -> datetime | None:
         return self.observed_at
 
 
@@ -196,13 +197,13 @@ class Reference(Envelope):
     content: str
     published_at: datetime
     _: KW_ONLY
-    subject: Optional[str] = None
+    subject: str | None = None
     kind: ClassVar[str] = "reference"
 
     def _subject(self) -> str:
         return self.subject or f"ref:{self.uri}"
 
-    def _valid_from(self) -> Optional[datetime]:
+    def _valid_from(self) -> datetime | None:
         return self.published_at
 
 
@@ -219,20 +220,20 @@ class Policy(Envelope):
     conditions: Mapping[str, Any]
     effective_from: datetime
     _: KW_ONLY
-    effective_to: Optional[datetime] = None
+    effective_to: datetime | None = None
     priority: int = 0
-    approved_by: Optional[str] = None
+    approved_by: str | None = None
     overrides: tuple[str, ...] = ()
-    subject: Optional[str] = None
+    subject: str | None = None
     kind: ClassVar[str] = "policy"
 
     def _subject(self) -> str:
         return self.subject or f"policy:{self.policy_id}"
 
-    def _valid_from(self) -> Optional[datetime]:
+    def _valid_from(self) -> datetime | None:
         return self.effective_from
 
-    def _valid_to(self) -> Optional[datetime]:
+    def _valid_to(self) -> datetime | None:
         return self.effective_to
 
 
@@ -245,14 +246,14 @@ class Note(Envelope):
     value: Any
     _: KW_ONLY
     ttl: timedelta = NOTE_TTL
-    valid_from: Optional[datetime] = None  # default: the store clock at write
-    subject: Optional[str] = None
+    valid_from: datetime | None = None  # default: the store clock at write
+    subject: str | None = None
     kind: ClassVar[str] = "note"
 
     def _subject(self) -> str:
         return self.subject or f"session:{self.session_id}"
 
-    def _valid_from(self) -> Optional[datetime]:
+    def _valid_from(self) -> datetime | None:
         return self.valid_from
 
 
@@ -328,8 +329,9 @@ class KindSpec:
     def text_sql(self) -> str:
         """The search text as a DuckDB expression (for queries that need it in SQL)."""
         names = set(self.schema.names)
-        return " || ".join(f"coalesce({p}, '')" if p in names else "'" + p.replace("'", "''") + "'"
-                           for p in self.text_parts)
+        return " || ".join(
+            f"coalesce({p}, '')" if p in names else "'" + p.replace("'", "''") + "'" for p in self.text_parts
+        )
 
     def search_text(self, rows: pa.Table) -> pa.Array:
         """The search text of each row: what lexical ranking and embeddings read."""
@@ -351,7 +353,7 @@ class KindSpec:
 _EMPTY = pa.scalar("", pa.string())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _literal(text: str) -> pa.Scalar:
     return pa.scalar(text, pa.string())
 
@@ -376,8 +378,18 @@ def _fact_like(kind: str, cls: type, text_parts: tuple[str, ...]) -> KindSpec:
 
 
 def _episode_slot(r: Episode, scope: Scope) -> str:
-    return _slot("episode", r.service, r.env, r.symptom, r.action, r.outcome, r.version_from, r.version_to,
-                 r.observed_at.isoformat(), r.evidence)
+    return _slot(
+        "episode",
+        r.service,
+        r.env,
+        r.symptom,
+        r.action,
+        r.outcome,
+        r.version_from,
+        r.version_to,
+        r.observed_at.isoformat(),
+        r.evidence,
+    )
 
 
 SPECS: dict[str, KindSpec] = {
@@ -396,13 +408,24 @@ SPECS: dict[str, KindSpec] = {
             pa.field("version_to", pa.string()),
         ],
         to_columns=lambda r: {
-            "service": r.service, "env": r.env, "symptom": r.symptom, "action": r.action,
-            "outcome": r.outcome, "version_from": r.version_from, "version_to": r.version_to,
+            "service": r.service,
+            "env": r.env,
+            "symptom": r.symptom,
+            "action": r.action,
+            "outcome": r.outcome,
+            "version_from": r.version_from,
+            "version_to": r.version_to,
         },
         from_columns=lambda row: {
-            "service": row["service"], "env": row["env"], "symptom": row["symptom"],
-            "action": row["action"], "outcome": row["outcome"], "observed_at": row["valid_from"],
-            "version_from": row["version_from"], "version_to": row["version_to"], "subject": row["subject"],
+            "service": row["service"],
+            "env": row["env"],
+            "symptom": row["symptom"],
+            "action": row["action"],
+            "outcome": row["outcome"],
+            "observed_at": row["valid_from"],
+            "version_from": row["version_from"],
+            "version_to": row["version_to"],
+            "subject": row["subject"],
         },
         slot=_episode_slot,
         # everything a correction may change: a superseding row with a closed version range
@@ -420,8 +443,11 @@ SPECS: dict[str, KindSpec] = {
         ],
         to_columns=lambda r: {"uri": r.uri, "title": r.title, "content": r.content},
         from_columns=lambda row: {
-            "uri": row["uri"], "title": row["title"], "content": row["content"],
-            "published_at": row["valid_from"], "subject": row["subject"],
+            "uri": row["uri"],
+            "title": row["title"],
+            "content": row["content"],
+            "published_at": row["valid_from"],
+            "subject": row["subject"],
         },
         slot=lambda r, scope: _slot("reference", r.uri),
         content=lambda r: (r.title, r.content, r.published_at),
@@ -439,18 +465,33 @@ SPECS: dict[str, KindSpec] = {
             pa.field("overrides", pa.list_(pa.string())),
         ],
         to_columns=lambda r: {
-            "policy_id": r.policy_id, "text": r.text, "conditions": _json(dict(r.conditions), "conditions"),
-            "priority": int(r.priority), "approved_by": r.approved_by, "overrides": list(r.overrides),
+            "policy_id": r.policy_id,
+            "text": r.text,
+            "conditions": _json(dict(r.conditions), "conditions"),
+            "priority": int(r.priority),
+            "approved_by": r.approved_by,
+            "overrides": list(r.overrides),
         },
         from_columns=lambda row: {
-            "policy_id": row["policy_id"], "text": row["text"], "conditions": json.loads(row["conditions"]),
-            "effective_from": row["valid_from"], "effective_to": row["valid_to"],
-            "priority": row["priority"], "approved_by": row["approved_by"],
-            "overrides": tuple(row["overrides"] or ()), "subject": row["subject"],
+            "policy_id": row["policy_id"],
+            "text": row["text"],
+            "conditions": json.loads(row["conditions"]),
+            "effective_from": row["valid_from"],
+            "effective_to": row["valid_to"],
+            "priority": row["priority"],
+            "approved_by": row["approved_by"],
+            "overrides": tuple(row["overrides"] or ()),
+            "subject": row["subject"],
         },
         slot=lambda r, scope: _slot("policy", r.policy_id),
-        content=lambda r: (r.text, _json(dict(r.conditions), "conditions"), r.effective_to, r.priority,
-                           r.approved_by, tuple(r.overrides)),
+        content=lambda r: (
+            r.text,
+            _json(dict(r.conditions), "conditions"),
+            r.effective_to,
+            r.priority,
+            r.approved_by,
+            tuple(r.overrides),
+        ),
         text_parts=("policy_id", ": ", "text"),
     ),
     "note": KindSpec(
@@ -463,8 +504,11 @@ SPECS: dict[str, KindSpec] = {
         ],
         to_columns=lambda r: {"session_id": r.session_id, "key": r.key, "value": _json(r.value, "value")},
         from_columns=lambda row: {
-            "session_id": row["session_id"], "key": row["key"], "value": json.loads(row["value"]),
-            "valid_from": row["valid_from"], "subject": row["subject"],
+            "session_id": row["session_id"],
+            "key": row["key"],
+            "value": json.loads(row["value"]),
+            "valid_from": row["valid_from"],
+            "subject": row["subject"],
         },
         slot=lambda r, scope: _slot("note", r.session_id, r.key),
         content=lambda r: (_json(r.value, "value"),),
@@ -504,7 +548,7 @@ def spec_of(record: Any) -> KindSpec:
     return SPECS[kind]
 
 
-def check_kinds(kinds: Optional[Sequence[str]]) -> tuple[str, ...]:
+def check_kinds(kinds: Sequence[str] | None) -> tuple[str, ...]:
     if kinds is None:
         return MEMORY_KINDS
     if isinstance(kinds, str):
@@ -542,7 +586,6 @@ def record_from_row(kind: str, row: Mapping[str, Any]) -> Envelope:
     return record
 
 
-
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -555,8 +598,11 @@ def parse_duration(text: str, field_name: str) -> timedelta:
     """
     match = _DURATION.fullmatch(text)
     if match is None:
-        raise ValidationError(f"{field_name} {text!r} is not a duration: write a number and a unit, "
-                              "like 30d, 12h, 15m or 45s (or ttl_seconds: a number)", field=field_name)
+        raise ValidationError(
+            f"{field_name} {text!r} is not a duration: write a number and a unit, "
+            "like 30d, 12h, 15m or 45s (or ttl_seconds: a number)",
+            field=field_name,
+        )
     return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
 
 

@@ -15,8 +15,9 @@ IP addresses and order ids are left alone (see tests/test_redact.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Pattern, Sequence
+from re import Pattern
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -72,8 +73,14 @@ _TRIGGERS: dict[str, str] = {
 }
 
 SECRET_KINDS: tuple[str, ...] = (
-    "private_key", "bearer_token", "jwt", "aws_access_key", "api_key", "credential_assignment",
-    "credential_phrase", "card_number",
+    "private_key",
+    "bearer_token",
+    "jwt",
+    "aws_access_key",
+    "api_key",
+    "credential_assignment",
+    "credential_phrase",
+    "card_number",
 )
 PII_KINDS: tuple[str, ...] = ("ssn", "phone_number", "email")
 
@@ -84,7 +91,7 @@ DEFAULT_KINDS: tuple[str, ...] = SECRET_KINDS + PII_KINDS
 def _scoped(pattern: str) -> str:
     """Move a leading global flag like ``(?i)`` into a scoped group so patterns can be joined."""
     match = re.match(r"^\(\?([aiLmsux]+)\)", pattern)
-    return f"(?{match.group(1)}:{pattern[match.end():]})" if match else pattern
+    return f"(?{match.group(1)}:{pattern[match.end() :]})" if match else pattern
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -139,14 +146,15 @@ class Redactor:
 
     emails: bool = True
     extra: dict[str, str] = field(default_factory=dict)
-    kinds: Optional[Sequence[str]] = None
+    kinds: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         chosen = DEFAULT_KINDS if self.kinds is None else tuple(self.kinds)
         unknown = sorted(set(chosen) - set(_PATTERNS))
         if unknown or isinstance(self.kinds, str):
-            raise ValueError(f"unknown redaction kind(s) {unknown or self.kinds!r}: choose from "
-                             f"{', '.join(DEFAULT_KINDS)}")
+            raise ValueError(
+                f"unknown redaction kind(s) {unknown or self.kinds!r}: choose from {', '.join(DEFAULT_KINDS)}"
+            )
         kinds = [k for k in chosen if self.emails or k != "email"]
         patterns = {k: _PATTERNS[k] for k in kinds}
         patterns.update(self.extra)
@@ -156,16 +164,19 @@ class Redactor:
         self.active: tuple[str, ...] = tuple(patterns)
         # one alternation, one scan per text: leftmost match wins, earlier kinds first at a tie
         self._combined: Pattern[str] = re.compile(
-            "|".join(f"(?P<{name}>{_scoped(pattern)})" for name, pattern in patterns.items()))
+            "|".join(f"(?P<{name}>{_scoped(pattern)})" for name, pattern in patterns.items())
+        )
         # a credential named in words ("my API key sk_live_...") is reported as the kind of its value
         specific = {k: p for k, p in patterns.items() if k != "credential_phrase"}
-        self._specific: Optional[Pattern[str]] = re.compile(
-            "|".join(f"(?P<{name}>{_scoped(pattern)})" for name, pattern in specific.items())) if specific else None
+        self._specific: Pattern[str] | None = (
+            re.compile("|".join(f"(?P<{name}>{_scoped(pattern)})" for name, pattern in specific.items()))
+            if specific
+            else None
+        )
         # a cheap first look so clean text (the common case) costs one fast scan; every
         # built-in pattern needs its trigger to match at all
         triggers = [_TRIGGERS[k] for k in kinds]
-        self._quick: Optional[Pattern[str]] = (
-            None if self.extra or not triggers else re.compile("|".join(triggers)))
+        self._quick: Pattern[str] | None = None if self.extra or not triggers else re.compile("|".join(triggers))
 
     def redact(self, text: str) -> tuple[str, tuple[str, ...]]:
         """Return the cleaned text and the kinds of what was removed."""
@@ -173,15 +184,19 @@ class Redactor:
             return text, ()
         found: list[str] = []
 
-        def replace(match: "re.Match[str]") -> str:
+        def replace(match: re.Match[str]) -> str:
             kind = match.lastgroup or "secret"
             valid = _VALID.get(kind)
             if valid is not None and not valid(match.group(0)):
                 return match.group(0)
             if kind == "credential_phrase" and self._specific is not None:
                 inner = self._specific.search(match.group(0))
-                if inner is not None and inner.lastgroup and inner.lastgroup in _VALID and \
-                        not _VALID[inner.lastgroup](inner.group(0)):
+                if (
+                    inner is not None
+                    and inner.lastgroup
+                    and inner.lastgroup in _VALID
+                    and not _VALID[inner.lastgroup](inner.group(0))
+                ):
                     inner = None
                 if inner is not None and inner.lastgroup:
                     kind = inner.lastgroup

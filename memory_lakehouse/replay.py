@@ -11,9 +11,10 @@ long the store took to learn what happened.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,8 +25,20 @@ from .records import MEMORY_KINDS, SPECS, subject_key
 from .scope import Principal
 from .time import Basis, require_aware
 
-VISIBLE_COLUMNS = ["decision_id", "record_id", "lineage_id", "kind", "subject", "search_text", "known_since",
-                   "valid_from", "valid_to", "source", "authority", "decided_at"]
+VISIBLE_COLUMNS = [
+    "decision_id",
+    "record_id",
+    "lineage_id",
+    "kind",
+    "subject",
+    "search_text",
+    "known_since",
+    "valid_from",
+    "valid_to",
+    "source",
+    "authority",
+    "decided_at",
+]
 
 
 @dataclass(frozen=True)
@@ -35,7 +48,7 @@ class Decision:
     decision_id: str
     principal: Principal
     query: str
-    subject: Optional[str]
+    subject: str | None
     decided_at: datetime
 
 
@@ -45,7 +58,7 @@ class ReplayResult:
     decisions: int
     leaked_decisions: int
     naive: bool
-    decided: Optional[pa.Table] = None  # decision_id, decided_at: every replayed decision
+    decided: pa.Table | None = None  # decision_id, decided_at: every replayed decision
 
     def to_arrow(self) -> pa.Table:
         """The visible rows: one per (decision, record) — the same table as ``visible``."""
@@ -59,11 +72,22 @@ class ReplayResult:
     def per_decision(self) -> pa.Table:
         """One row per decision: ``decision_id, decided_at, visible_rows, leaked`` (a row it saw was
         not known or not valid at ``decided_at``), in the order the decisions were given."""
-        decided = self.decided if self.decided is not None else pa.table(
-            {"decision_id": pa.array([], pa.string()), "decided_at": pa.array([], pa.timestamp("us", tz="UTC"))})
+        decided = (
+            self.decided
+            if self.decided is not None
+            else pa.table(
+                {"decision_id": pa.array([], pa.string()), "decided_at": pa.array([], pa.timestamp("us", tz="UTC"))}
+            )
+        )
         v = self.visible
-        late = pc.or_(pc.greater(v.column("known_since"), v.column("decided_at")),
-                      pc.greater(v.column("valid_from"), v.column("decided_at"))) if v.num_rows else pa.array([], pa.bool_())
+        late = (
+            pc.or_(
+                pc.greater(v.column("known_since"), v.column("decided_at")),
+                pc.greater(v.column("valid_from"), v.column("decided_at")),
+            )
+            if v.num_rows
+            else pa.array([], pa.bool_())
+        )
         counts: dict[str, int] = {}
         leaked: set[str] = set()
         for did, bad in zip(v.column("decision_id").to_pylist(), late.to_pylist()):
@@ -71,9 +95,14 @@ class ReplayResult:
             if bad:
                 leaked.add(did)
         ids = decided.column("decision_id").to_pylist()
-        return pa.table({"decision_id": pa.array(ids, pa.string()), "decided_at": decided.column("decided_at"),
-                         "visible_rows": pa.array([counts.get(d, 0) for d in ids], pa.int64()),
-                         "leaked": pa.array([d in leaked for d in ids], pa.bool_())})
+        return pa.table(
+            {
+                "decision_id": pa.array(ids, pa.string()),
+                "decided_at": decided.column("decided_at"),
+                "visible_rows": pa.array([counts.get(d, 0) for d in ids], pa.int64()),
+                "leaked": pa.array([d in leaked for d in ids], pa.bool_()),
+            }
+        )
 
     @property
     def leakage_rate(self) -> float:
@@ -84,8 +113,10 @@ class ReplayResult:
         """p50/p90/max of known_since − valid_from over the rows the decisions saw."""
         if self.visible.num_rows == 0:
             return {"p50": 0.0, "p90": 0.0, "max": 0.0}
-        lag = pc.divide(pc.cast(pc.subtract(self.visible.column("known_since"), self.visible.column("valid_from")),
-                                pa.int64()), 1_000_000)
+        lag = pc.divide(
+            pc.cast(pc.subtract(self.visible.column("known_since"), self.visible.column("valid_from")), pa.int64()),
+            1_000_000,
+        )
         qs = pc.quantile(lag, q=[0.5, 0.9]).to_pylist()
         return {"p50": float(qs[0]), "p90": float(qs[1]), "max": float(pc.max(lag).as_py())}
 
@@ -97,44 +128,64 @@ def as_decisions(rows: Iterable[Any]) -> list[Decision]:
         if isinstance(row, Decision):
             d = row
         elif isinstance(row, Mapping):
-            d = Decision(str(row["decision_id"]), row["principal"], str(row.get("query", "")),
-                         row.get("subject"), row["decided_at"])
+            d = Decision(
+                str(row["decision_id"]),
+                row["principal"],
+                str(row.get("query", "")),
+                row.get("subject"),
+                row["decided_at"],
+            )
         else:
             decision_id, principal, query, subject, decided_at = row
             d = Decision(str(decision_id), principal, str(query), subject, decided_at)
         if not isinstance(d.principal, Principal):
             raise ValidationError(f"decision {d.decision_id}: principal must be a Principal", field="principal")
-        out.append(Decision(d.decision_id, d.principal, d.query, d.subject,
-                            require_aware(d.decided_at, f"decision {d.decision_id}: decided_at")))
+        out.append(
+            Decision(
+                d.decision_id,
+                d.principal,
+                d.query,
+                d.subject,
+                require_aware(d.decided_at, f"decision {d.decision_id}: decided_at"),
+            )
+        )
     return out
 
 
 def _leaks(visible: pa.Table) -> int:
     if visible.num_rows == 0:
         return 0
-    late = pc.or_(pc.greater(visible.column("known_since"), visible.column("decided_at")),
-                  pc.greater(visible.column("valid_from"), visible.column("decided_at")))
+    late = pc.or_(
+        pc.greater(visible.column("known_since"), visible.column("decided_at")),
+        pc.greater(visible.column("valid_from"), visible.column("decided_at")),
+    )
     return len(pc.unique(visible.filter(late).column("decision_id")))
 
 
-def replay(vis: Visibility, decisions: Sequence[Decision], *, kinds: Sequence[str] = MEMORY_KINDS,
-           naive: bool = False) -> ReplayResult:
-    decided = pa.table({
-        "decision_id": [d.decision_id for d in decisions],
-        "decided_at": pa.array([d.decided_at for d in decisions], pa.timestamp("us", tz="UTC")),
-    })
+def replay(
+    vis: Visibility, decisions: Sequence[Decision], *, kinds: Sequence[str] = MEMORY_KINDS, naive: bool = False
+) -> ReplayResult:
+    decided = pa.table(
+        {
+            "decision_id": [d.decision_id for d in decisions],
+            "decided_at": pa.array([d.decided_at for d in decisions], pa.timestamp("us", tz="UTC")),
+        }
+    )
     parts = []
     for kind in kinds:
         if naive:
             rows = _naive(vis, kind, decisions)
         else:
-            bases = bases_table([(d.decision_id, d.principal, Basis(d.decided_at, d.decided_at), d.subject)
-                                 for d in decisions])
-            rows = vis.visible(kind, bases, columns=[c for c in VISIBLE_COLUMNS
-                                                     if c not in ("decision_id", "kind", "decided_at")])
+            bases = bases_table(
+                [(d.decision_id, d.principal, Basis(d.decided_at, d.decided_at), d.subject) for d in decisions]
+            )
+            rows = vis.visible(
+                kind, bases, columns=[c for c in VISIBLE_COLUMNS if c not in ("decision_id", "kind", "decided_at")]
+            )
             if "decision_id" not in rows.column_names:  # one decision, answered from the remembered read
-                rows = rows.append_column("decision_id", pa.array([decisions[0].decision_id] * rows.num_rows,
-                                                                  pa.string()))
+                rows = rows.append_column(
+                    "decision_id", pa.array([decisions[0].decision_id] * rows.num_rows, pa.string())
+                )
         rows = rows.append_column("kind", pa.array([kind] * rows.num_rows, pa.string()))
         rows = rows.select([c for c in VISIBLE_COLUMNS if c != "decided_at"]).join(decided, "decision_id")
         parts.append(rows.select(VISIBLE_COLUMNS))
@@ -151,13 +202,23 @@ def _naive(vis: Visibility, kind: str, decisions: Sequence[Decision]) -> pa.Tabl
     with vis._lock:
         vis.lake.refresh()
         table = vis._register(kind)
-        vis.con.register("naive_decisions", pa.table({
-            "decision_id": [d.decision_id for d in decisions],
-            "org": [d.principal.scope.org for d in decisions],
-            "subject_key": pa.array([subject_key(d.subject) if d.subject else None for d in decisions], pa.string()),
-        }))
-        return vis.execute(f"""
+        vis.con.register(
+            "naive_decisions",
+            pa.table(
+                {
+                    "decision_id": [d.decision_id for d in decisions],
+                    "org": [d.principal.scope.org for d in decisions],
+                    "subject_key": pa.array(
+                        [subject_key(d.subject) if d.subject else None for d in decisions], pa.string()
+                    ),
+                }
+            ),
+        )
+        return vis.execute(
+            f"""
 SELECT r.*, b.decision_id, {SPECS[kind].text_sql} AS search_text FROM {table} r JOIN naive_decisions b
   ON r.org = b.org AND (b.subject_key IS NULL OR r.subject_key = b.subject_key)
 WHERE {forgotten_sql("r")}
-""", {})
+""",
+            {},
+        )

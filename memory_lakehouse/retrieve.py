@@ -37,23 +37,25 @@ import tempfile
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable, KeysView, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, KeysView, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .context import Context, ContextItem
+from .conversation import UNINDEXED_KINDS
 from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
 from .lexical import Bm25
 from .progress import Progress, log
-from .ranking import CONTEXT_DEPTH, LEXICAL_WEIGHT, RRF_K, Ranking, episode_keys, fuse, with_context
-from .ranking import SIGNALS as SIGNALS, fuse_scores as fuse_scores  # their old home: still importable here
 from .query import Visibility
-from .conversation import UNINDEXED_KINDS
+from .ranking import CONTEXT_DEPTH, LEXICAL_WEIGHT, RRF_K, Ranking, episode_keys, fuse, with_context
+from .ranking import SIGNALS as SIGNALS  # their old home: still importable here
+from .ranking import fuse_scores as fuse_scores
 from .records import KINDS, SPECS, Envelope, record_from_row
 from .scope import Principal
 from .time import Basis
@@ -97,22 +99,23 @@ class Hit:
 class _OrgState:
     """What the retriever keeps per org: its index partition and its BM25 model."""
 
-    partition: Optional[Partition] = None
+    partition: Partition | None = None
     unsaved: int = 0
-    versions: Optional[dict[str, int]] = None  # lake versions the partition has caught up to
-    bm25: Optional[Bm25] = None
-    bm25_ids: Optional[dict[str, int]] = None  # record_id -> position in the BM25 corpus
-    bm25_rids: Optional[list[str]] = None  # position in the BM25 corpus -> record_id
-    bm25_versions: Optional[dict[str, int]] = None
-    episode_sizes: Optional[Counter[Any]] = None  # episode key -> rows the org held at the BM25 build
+    versions: dict[str, int] | None = None  # lake versions the partition has caught up to
+    bm25: Bm25 | None = None
+    bm25_ids: dict[str, int] | None = None  # record_id -> position in the BM25 corpus
+    bm25_rids: list[str] | None = None  # position in the BM25 corpus -> record_id
+    bm25_versions: dict[str, int] | None = None
+    episode_sizes: Counter[Any] | None = None  # episode key -> rows the org held at the BM25 build
     largest_episode: int = 0
 
 
 class Retriever:
     """Keeps the derived search structures in step with the store and runs recall."""
 
-    def __init__(self, vis: Visibility, embedder: Any, *, index_root: Optional[Path] = None,
-                 ranking: Optional[Ranking] = None) -> None:
+    def __init__(
+        self, vis: Visibility, embedder: Any, *, index_root: Path | None = None, ranking: Ranking | None = None
+    ) -> None:
         if ranking is not None and not isinstance(ranking, Ranking):
             raise ValidationError(f"ranking must be a Ranking, got {type(ranking).__name__}", field="ranking")
         #: The store's ranking settings: what `recall` uses when it is given none.
@@ -121,13 +124,15 @@ class Retriever:
         self.lake = vis.lake
         self._embedder = embedder
         self._index_root = index_root
-        self._index: Optional[PartitionedIndex] = None
+        self._index: PartitionedIndex | None = None
         self._orgs: dict[str, _OrgState] = {}
         self._lock = threading.RLock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._visible_memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # ids of cached visibility results -> candidates
+        self._visible_memo: dict[
+            tuple[Any, ...], tuple[Any, ...]
+        ] = {}  # ids of cached visibility results -> candidates
         self._mask_memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # (candidates, partition, size) -> allowed mask
-        self._warming: Optional[threading.Thread] = None  # the background build (`warm_up`), if any
+        self._warming: threading.Thread | None = None  # the background build (`warm_up`), if any
         self._warm_again = False
 
     # ------------------------------------------------------------------ plumbing
@@ -185,7 +190,9 @@ class Retriever:
     def _versions(self) -> dict[str, int]:
         return {kind: self.lake.views[kind].version for kind in INDEXED_KINDS}
 
-    def _org_rows(self, org: str, columns: Sequence[str] | Callable[[str], Sequence[str]]) -> list[tuple[str, pa.Table]]:
+    def _org_rows(
+        self, org: str, columns: Sequence[str] | Callable[[str], Sequence[str]]
+    ) -> list[tuple[str, pa.Table]]:
         """Active rows of *org* per kind, known to the store (what the index may hold).
 
         *columns*: the columns to keep, or a function of the kind that names them."""
@@ -215,11 +222,10 @@ class Retriever:
                         state = self._orgs[org]
             return state
 
-    def _holds_erased_rows(self, org: str, part: Partition, versions: Optional[Mapping[str, int]]) -> bool:
+    def _holds_erased_rows(self, org: str, part: Partition, versions: Mapping[str, int] | None) -> bool:
         """Whether a partition loaded from this machine's cache holds rows the store no longer
         has: a purge made by another machine, which could not reach this cache."""
-        if versions is None or any(v > self.lake.views[t].version for t, v in versions.items()
-                                   if t in self.lake.views):
+        if versions is None or any(v > self.lake.views[t].version for t, v in versions.items() if t in self.lake.views):
             return False  # built from a newer snapshot than ours: nothing to judge by yet
         held = 0
         for kind in INDEXED_KINDS:
@@ -283,8 +289,10 @@ class Retriever:
             if new_ids:
                 started = time.perf_counter()
                 self._embed_into(part, new_ids, new_texts, org=org)
-                self.trace(f"index {org}: added {len(new_ids)} row(s) newer than the partition "
-                           f"in {(time.perf_counter() - started) * 1000:.1f} ms")
+                self.trace(
+                    f"index {org}: added {len(new_ids)} row(s) newer than the partition "
+                    f"in {(time.perf_counter() - started) * 1000:.1f} ms"
+                )
                 state.unsaved += len(new_ids)
             state.partition = part
             state.versions = current
@@ -297,8 +305,11 @@ class Retriever:
         state = self._state(org)
         if state.partition is None or state.versions is None:
             return
-        self.index.put(org, state.partition, IndexTag(self.embedder.name, int(self.embedder.dim),
-                                                      dict(state.versions), len(state.partition)))
+        self.index.put(
+            org,
+            state.partition,
+            IndexTag(self.embedder.name, int(self.embedder.dim), dict(state.versions), len(state.partition)),
+        )
         state.unsaved = 0
 
     def flush(self) -> None:
@@ -325,10 +336,11 @@ class Retriever:
                     texts += rows.column("search_text").to_pylist()
                 gone = set(drop.get(org, ()))
                 fresh = Partition.create(int(self.embedder.dim), capacity=max(1024, len(keep_ids)))
-                reuse = [keep_ids[i] for i, rid in enumerate(keep_ids)
-                         if old is not None and rid in old and rid not in gone]
+                reuse = [
+                    keep_ids[i] for i, rid in enumerate(keep_ids) if old is not None and rid in old and rid not in gone
+                ]
                 for start in range(0, len(reuse), EMBED_CHUNK):
-                    chunk = reuse[start:start + EMBED_CHUNK]
+                    chunk = reuse[start : start + EMBED_CHUNK]
                     fresh.add(chunk, old.vectors_of(chunk))  # type: ignore[union-attr]  # reuse is empty without old
                 # the old partition is not needed any more: its files stay until `replace`,
                 # so a failure below leaves the org readable, and its graph is not kept
@@ -340,8 +352,9 @@ class Retriever:
                 if missing:
                     self._embed_into(fresh, [keep_ids[i] for i in missing], [texts[i] for i in missing], org=org)
                 versions = self._versions()
-                self.index.replace(org, fresh, IndexTag(self.embedder.name, int(self.embedder.dim), versions,
-                                                        len(fresh)))
+                self.index.replace(
+                    org, fresh, IndexTag(self.embedder.name, int(self.embedder.dim), versions, len(fresh))
+                )
                 self._orgs[org] = _OrgState(partition=fresh, versions=versions)
                 self.trace(f"index {org}: rebuilt from the store ({len(fresh)} rows, {len(reuse)} vectors reused)")
                 done.append(org)
@@ -355,8 +368,8 @@ class Retriever:
         with Progress(label, total=len(ids)) as progress:
             step = PROGRESS_CHUNK if progress.shown else EMBED_CHUNK
             for start in range(0, len(ids), step):
-                part.add(ids[start:start + step], self.embedder.embed(texts[start:start + step]))
-                progress.advance(len(ids[start:start + step]))
+                part.add(ids[start : start + step], self.embedder.embed(texts[start : start + step]))
+                progress.advance(len(ids[start : start + step]))
 
     def known_orgs(self) -> list[str]:
         orgs = set(self.index.orgs())
@@ -381,8 +394,12 @@ class Retriever:
                 texts += rows.column("search_text").to_pylist()
             state.bm25 = Bm25(texts)
             state.episode_sizes = Counter(
-                key for kind, rows in self._org_rows(org, _episode_columns) if rows.num_rows
-                for key in episode_keys(kind, rows) if key is not None)
+                key
+                for kind, rows in self._org_rows(org, _episode_columns)
+                if rows.num_rows
+                for key in episode_keys(kind, rows)
+                if key is not None
+            )
             state.largest_episode = max(state.episode_sizes.values(), default=0)
             state.bm25_ids = {rid: i for i, rid in enumerate(ids)}
             state.bm25_rids = ids
@@ -392,9 +409,19 @@ class Retriever:
 
     # ------------------------------------------------------------------ recall
 
-    def recall(self, query: str, principal: Principal, basis: Basis, *, kinds: Sequence[str],
-               subject: Optional[str], k: int, filters: Optional[Mapping[str, Any]],
-               signals: Optional[Sequence[str]] = None, ranking: Optional[Ranking] = None) -> list[Hit]:
+    def recall(
+        self,
+        query: str,
+        principal: Principal,
+        basis: Basis,
+        *,
+        kinds: Sequence[str],
+        subject: str | None,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        signals: Sequence[str] | None = None,
+        ranking: Ranking | None = None,
+    ) -> list[Hit]:
         """Visible rows of the principal at the basis, ordered by *ranking* (the store's by default).
 
         *signals* overrides the ranking's: ``("vector", "bm25")`` fuses both; one alone is
@@ -422,7 +449,7 @@ class Retriever:
         # the partition does not hold yet (sync adds them first: read-your-writes)
         if "vector" in ranking.signals:
             lists["vector"] = self._vector_list(org, query, allowed, candidates, depth)
-        coverage: Optional[Callable[[str], float]] = None
+        coverage: Callable[[str], float] | None = None
         if "bm25" in ranking.signals:
             # where the org holds episodes, BM25 is read deeper: an episode's other turns reach the pool
             lex_depth = depth
@@ -438,8 +465,9 @@ class Retriever:
             return self._fuse(org, query, lists, candidates, k, coverage, ranking)
         return self._rank(lists, candidates, k)
 
-    def _vector_list(self, org: str, query: str, allowed: "KeysView[str]", candidates: Mapping[str, tuple[str, int]],
-                     depth: int) -> list[tuple[str, float]]:
+    def _vector_list(
+        self, org: str, query: str, allowed: KeysView[str], candidates: Mapping[str, tuple[str, int]], depth: int
+    ) -> list[tuple[str, float]]:
         state = self.sync(org)
         qvec = self.embed_query(query)
         part = state.partition
@@ -461,8 +489,9 @@ class Retriever:
             self.trace(f"vector: {len(outside)} visible row(s) outside the index scored exactly")
         return sorted(vec_hits, key=lambda p: -p[1])[:depth]
 
-    def _bm25_lists(self, org: str, query: str, allowed: "KeysView[str]", candidates: Mapping[str, tuple[str, int]],
-                    depth: int) -> tuple[dict[str, list[tuple[str, float]]], Callable[[str], float]]:
+    def _bm25_lists(
+        self, org: str, query: str, allowed: KeysView[str], candidates: Mapping[str, tuple[str, int]], depth: int
+    ) -> tuple[dict[str, list[tuple[str, float]]], Callable[[str], float]]:
         """BM25 over the org, masked to the allowed set (newer rows ranked apart), and each
         visible row's lexical coverage of the query (weighed by the org model's IDF)."""
         lists: dict[str, list[tuple[str, float]]] = {}
@@ -478,14 +507,18 @@ class Retriever:
                 if len(hits) == depth:
                     break
         lists["bm25"] = hits
-        newer = [rid for rid in allowed if rid not in bstate.bm25_ids] \
-            if len(allowed) > len(bstate.bm25_ids) or bstate.bm25_versions != self._versions() else []
+        newer = (
+            [rid for rid in allowed if rid not in bstate.bm25_ids]
+            if len(allowed) > len(bstate.bm25_ids) or bstate.bm25_versions != self._versions()
+            else []
+        )
         newer_coverage: dict[str, float] = {}
         if newer:
             small = Bm25(self._texts(newer, candidates))
             fresh = small.scores(query)
-            lists["bm25-new"] = sorted(((rid, float(s)) for rid, s in zip(newer, fresh) if s > 0),
-                                       key=lambda p: -p[1])[:depth]
+            lists["bm25-new"] = sorted(((rid, float(s)) for rid, s in zip(newer, fresh) if s > 0), key=lambda p: -p[1])[
+                :depth
+            ]
             newer_coverage = dict(zip(newer, small.coverage(query, idf_from=bstate.bm25).tolist()))
         covered = bstate.bm25.coverage(query)
         ids = bstate.bm25_ids
@@ -496,8 +529,15 @@ class Retriever:
 
         return lists, coverage
 
-    def _visible(self, principal: Principal, basis: Basis, *, kinds: Sequence[str], subject: Optional[str],
-                 filters: Optional[Mapping[str, Any]]) -> dict[str, tuple[str, int]]:
+    def _visible(
+        self,
+        principal: Principal,
+        basis: Basis,
+        *,
+        kinds: Sequence[str],
+        subject: str | None,
+        filters: Mapping[str, Any] | None,
+    ) -> dict[str, tuple[str, int]]:
         """record_id -> (kind, position in the kind's snapshot) of every visible candidate."""
         out: dict[str, tuple[str, int]] = {}
         known = set().union(*(SPECS[kind].schema.names for kind in kinds))
@@ -510,8 +550,14 @@ class Retriever:
             kind_filters = {c: v for c, v in (filters or {}).items() if c in names}
             if filters and len(kind_filters) < len(filters):
                 continue  # a filter on a column this kind lacks excludes the kind
-            tables.append((kind, self.vis.rows(kind, principal, basis, subject=subject, filters=kind_filters,
-                                               columns=["record_id", "_row"])))
+            tables.append(
+                (
+                    kind,
+                    self.vis.rows(
+                        kind, principal, basis, subject=subject, filters=kind_filters, columns=["record_id", "_row"]
+                    ),
+                )
+            )
         # the visibility cache hands back the same result objects while nothing changed:
         # reuse what was built from them (the memo keeps them alive, so ids are not reused)
         key = tuple(id(t) for _, t in tables)
@@ -521,8 +567,9 @@ class Retriever:
                 found: dict[str, tuple[str, int]] = memo[1]
                 return found
         for kind, rows in tables:
-            out.update(zip(rows.column("record_id").to_pylist(),
-                           zip([kind] * rows.num_rows, rows.column("_row").to_pylist())))
+            out.update(
+                zip(rows.column("record_id").to_pylist(), zip([kind] * rows.num_rows, rows.column("_row").to_pylist()))
+            )
         with self._lock:
             self._visible_memo[key] = (tables, out)
             while len(self._visible_memo) > 64:
@@ -540,8 +587,9 @@ class Retriever:
             out.update(zip(ids, SPECS[kind].search_text(rows).to_pylist()))
         return [out[r] for r in rids]
 
-    def _rank(self, lists: Mapping[str, list[tuple[str, float]]], candidates: Mapping[str, tuple[str, int]],
-              k: int) -> list[Hit]:
+    def _rank(
+        self, lists: Mapping[str, list[tuple[str, float]]], candidates: Mapping[str, tuple[str, int]], k: int
+    ) -> list[Hit]:
         """One signal: its lists merged by reciprocal rank (k=60; one list keeps its own order).
 
         BM25 ranks rows newer than the org's model in a list of its own, whose scores come
@@ -555,9 +603,16 @@ class Retriever:
                 why.setdefault(rid, []).append(f"{name} #{rank} ({score:.3f})")
         return self._top(fused, why, candidates, k)
 
-    def _fuse(self, org: str, query: str, lists: Mapping[str, list[tuple[str, float]]],
-              candidates: Mapping[str, tuple[str, int]], k: int, coverage: Callable[[str], float],
-              ranking: Ranking) -> list[Hit]:
+    def _fuse(
+        self,
+        org: str,
+        query: str,
+        lists: Mapping[str, list[tuple[str, float]]],
+        candidates: Mapping[str, tuple[str, int]],
+        k: int,
+        coverage: Callable[[str], float],
+        ranking: Ranking,
+    ) -> list[Hit]:
         """Both signals: every row either list ranked, scored by `ranking.fuse`, then `ranking.with_context`.
 
         A row only BM25 reached gets its exact cosine (from the partition, or embedded if
@@ -584,20 +639,25 @@ class Retriever:
         for rid in ids:
             why[rid].append(f"cosine {cosine[rid]:.3f}, lexical coverage {covered[rid]:.2f}")
         in_episodes = sum(e is not None for e in episodes.values())
-        self.trace(f"fused {len(fused)} row(s): {ranking.fusion}, lexical weight {ranking.lexical_weight:g} "
-                   f"({ranking.episode_lexical_weight:g} for the {in_episodes} in episodes)")
+        self.trace(
+            f"fused {len(fused)} row(s): {ranking.fusion}, lexical weight {ranking.lexical_weight:g} "
+            f"({ranking.episode_lexical_weight:g} for the {in_episodes} in episodes)"
+        )
         if ranking.context_weight > 0 and in_episodes:
             own = fused
             fused = with_context(fused, episodes, weight=ranking.context_weight, top=ranking.context_top)
             for rid in ids:
                 if episodes[rid] is not None:
                     why[rid].append(f"fused {own[rid]:.3f}, {fused[rid]:.3f} with its episode's evidence")
-            self.trace(f"context: {len({e for e in episodes.values() if e is not None})} episode(s), "
-                       f"weight {ranking.context_weight:g}, top {ranking.context_top}")
+            self.trace(
+                f"context: {len({e for e in episodes.values() if e is not None})} episode(s), "
+                f"weight {ranking.context_weight:g}, top {ranking.context_top}"
+            )
         return self._top(fused, why, candidates, k)
 
-    def _episodes(self, org: str, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]],
-                  min_rows: int) -> dict[str, Any]:
+    def _episodes(
+        self, org: str, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]], min_rows: int
+    ) -> dict[str, Any]:
         """Each row's episode (`ranking.episode_keys`), or None when its group holds fewer than
         *min_rows* rows of the org (as counted at the org's BM25 build)."""
         state = self._orgs.get(org)
@@ -609,14 +669,20 @@ class Retriever:
             by_kind.setdefault(candidates[rid][0], []).append(rid)
         out: dict[str, Any] = {}
         for kind, ids in by_kind.items():
-            rows = self.lake.all_rows(kind).select(_episode_columns(kind)).take(
-                pa.array([candidates[r][1] for r in ids], pa.int64()))
-            out.update((rid, key if key is not None and sizes.get(key, 0) >= min_rows else None)
-                       for rid, key in zip(ids, episode_keys(kind, rows)))
+            rows = (
+                self.lake.all_rows(kind)
+                .select(_episode_columns(kind))
+                .take(pa.array([candidates[r][1] for r in ids], pa.int64()))
+            )
+            out.update(
+                (rid, key if key is not None and sizes.get(key, 0) >= min_rows else None)
+                for rid, key in zip(ids, episode_keys(kind, rows))
+            )
         return out
 
-    def _cosines(self, org: str, query: str, rids: Sequence[str],
-                 candidates: Mapping[str, tuple[str, int]]) -> dict[str, float]:
+    def _cosines(
+        self, org: str, query: str, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]
+    ) -> dict[str, float]:
         """Exact cosine of the query with each of a few visible rows."""
         part = self.sync(org).partition
         q = np.asarray(self.embed_query(query), dtype=np.float32)
@@ -624,8 +690,10 @@ class Retriever:
         inside = [rid for rid in rids if part is not None and rid in part]
         outside = [rid for rid in rids if part is None or rid not in part]
         out: dict[str, float] = {}
-        for ids, vectors in ((inside, part.vectors_of(inside) if inside and part is not None else None),
-                             (outside, self.embedder.embed(self._texts(outside, candidates)) if outside else None)):
+        for ids, vectors in (
+            (inside, part.vectors_of(inside) if inside and part is not None else None),
+            (outside, self.embedder.embed(self._texts(outside, candidates)) if outside else None),
+        ):
             if vectors is None:
                 continue
             rows = np.asarray(vectors, dtype=np.float32)
@@ -633,16 +701,23 @@ class Retriever:
             out.update(zip(ids, (rows @ q / np.where(norms > 0, norms, 1.0)).tolist()))
         return out
 
-    def _top(self, fused: Mapping[str, float], why: Mapping[str, list[str]], candidates: Mapping[str, tuple[str, int]],
-             k: int) -> list[Hit]:
+    def _top(
+        self,
+        fused: Mapping[str, float],
+        why: Mapping[str, list[str]],
+        candidates: Mapping[str, tuple[str, int]],
+        k: int,
+    ) -> list[Hit]:
         ranked = heapq.nsmallest(k, fused, key=lambda rid: (-fused[rid], rid))
         if len(ranked) < k:  # visible rows no signal reached still count: k results when k are visible
             ranked += heapq.nsmallest(k - len(ranked), (rid for rid in candidates if rid not in fused))
-        return self._hits([(rid, fused.get(rid, 0.0), why.get(rid, ["no signal; visible in scope"]))
-                           for rid in ranked], candidates)
+        return self._hits(
+            [(rid, fused.get(rid, 0.0), why.get(rid, ["no signal; visible in scope"])) for rid in ranked], candidates
+        )
 
-    def _hits(self, picked: Sequence[tuple[str, float, list[str]]],
-              candidates: Mapping[str, tuple[str, int]]) -> list[Hit]:
+    def _hits(
+        self, picked: Sequence[tuple[str, float, list[str]]], candidates: Mapping[str, tuple[str, int]]
+    ) -> list[Hit]:
         """Typed records for the winners, taken from the snapshot positions the query returned."""
         by_kind: dict[str, list[str]] = {}
         for rid, _, _ in picked:
@@ -656,8 +731,9 @@ class Retriever:
         for rid, score, sig in picked:
             row = rows[rid]
             kind = candidates[rid][0]
-            hits.append(Hit(record_from_row(kind, row), score, describe_why(row, "; ".join(sig)), kind,
-                            row["search_text"]))
+            hits.append(
+                Hit(record_from_row(kind, row), score, describe_why(row, "; ".join(sig)), kind, row["search_text"])
+            )
         return hits
 
 
@@ -667,8 +743,7 @@ def _episode_columns(kind: str) -> list[str]:
 
 
 def describe_why(row: Mapping[str, Any], signal: str) -> tuple[str, ...]:
-    why = ["scope " + "/".join(row[level] for level in ("org", "division", "team", "actor") if row.get(level)),
-           signal]
+    why = ["scope " + "/".join(row[level] for level in ("org", "division", "team", "actor") if row.get(level)), signal]
     if row.get("supersedes"):
         why.append(f"supersedes {row['supersedes']}" + (f" ({row['reason']})" if row.get("reason") else ""))
     return tuple(why)
@@ -678,8 +753,12 @@ def describe_why(row: Mapping[str, Any], signal: str) -> tuple[str, ...]:
 MIN_CUT_TOKENS = 8
 
 
-def context_block(hits: Sequence[Hit], *, budget_tokens: int,
-                  header: str = "Memory (most relevant first; each line: kind, valid time, source, evidence):") -> Context:
+def context_block(
+    hits: Sequence[Hit],
+    *,
+    budget_tokens: int,
+    header: str = "Memory (most relevant first; each line: kind, valid time, source, evidence):",
+) -> Context:
     """Pack hits into a prompt block within *budget_tokens*, most relevant first.
 
     Every cost is `tokens.count_tokens` (the one definition; a block's parts meet at
@@ -695,12 +774,22 @@ def context_block(hits: Sequence[Hit], *, budget_tokens: int,
     def item(hit: Hit, line: str) -> ContextItem:
         r = hit.record
         start, end = r.valid_interval
-        return ContextItem(hit.record_id, hit.kind, hit.text, r.source, r.evidence, start, end,
-                           r.scope.path if r.scope else None, hit.score, line)
+        return ContextItem(
+            hit.record_id,
+            hit.kind,
+            hit.text,
+            r.source,
+            r.evidence,
+            start,
+            end,
+            r.scope.path if r.scope else None,
+            hit.score,
+            line,
+        )
 
     used = count_tokens(header)
     placed: list[tuple[int, str, ContextItem]] = []
-    skipped: Optional[tuple[int, Hit, str]] = None  # the most relevant line left out
+    skipped: tuple[int, Hit, str] | None = None  # the most relevant line left out
     for rank, hit in enumerate(hits):
         left = budget_tokens - used
         if left <= 0:
@@ -708,8 +797,9 @@ def context_block(hits: Sequence[Hit], *, budget_tokens: int,
         r = hit.record
         start, end = r.valid_interval
         valid = f"valid {start:%Y-%m-%d}" + (f"..{end:%Y-%m-%d}" if end else "") if start else ""
-        meta = "; ".join(p for p in (hit.kind, valid, f"source {r.source}",
-                                     f"evidence {r.evidence}" if r.evidence else "") if p)
+        meta = "; ".join(
+            p for p in (hit.kind, valid, f"source {r.source}", f"evidence {r.evidence}" if r.evidence else "") if p
+        )
         line = f"- {hit.text} [{meta}]"
         fitted, cost = cut(line, left - 1)  # one tokenizer pass, which stops where the budget does
         if fitted == line:
@@ -732,7 +822,7 @@ def _version_key(version: str) -> tuple[Any, ...]:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.findall(r"\d+|[A-Za-z]+", version))
 
 
-def version_in_range(version: str, version_from: Optional[str], version_to: Optional[str]) -> bool:
+def version_in_range(version: str, version_from: str | None, version_to: str | None) -> bool:
     """Whether *version* lies in [version_from, version_to] (numeric-aware: v2.10 > v2.9)."""
     key = _version_key(version)
     if version_from is not None and key < _version_key(version_from):

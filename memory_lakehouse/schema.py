@@ -40,8 +40,14 @@ def _type_name(tp: Any) -> str:
         return f"list of {inner}"
     if origin in (dict, typing.Mapping) or (origin is not None and getattr(origin, "__name__", "") == "Mapping"):
         return "object"
-    return {str: "string", int: "integer", float: "number", bool: "boolean", datetime: "datetime (ISO 8601 with offset)",
-            timedelta: "number (seconds)"}.get(tp, getattr(tp, "__name__", str(tp)))
+    return {
+        str: "string",
+        int: "integer",
+        float: "number",
+        bool: "boolean",
+        datetime: "datetime (ISO 8601 with offset)",
+        timedelta: "number (seconds)",
+    }.get(tp, getattr(tp, "__name__", str(tp)))
 
 
 def _default(f: dataclasses.Field[Any]) -> Any:
@@ -73,7 +79,8 @@ def kind_fields(kind: str) -> list[dict[str, Any]]:
         if f.name in STORE_FIELDS:
             continue
         required = (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING) or (
-            kind in WRITE_REQUIRED.get(f.name, ()))
+            kind in WRITE_REQUIRED.get(f.name, ())
+        )
         name, tp = f.name, _type_name(hints.get(f.name, Any))
         if f.name == "ttl":
             name = "ttl_seconds"

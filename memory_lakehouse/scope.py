@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from .errors import PermissionDenied, ValidationError
 
@@ -32,9 +32,9 @@ class Scope:
     """
 
     org: str
-    division: Optional[str] = None
-    team: Optional[str] = None
-    actor: Optional[str] = None
+    division: str | None = None
+    team: str | None = None
+    actor: str | None = None
 
     def __hash__(self) -> int:  # scopes key the write path's per-batch maps: hash once
         try:
@@ -81,22 +81,21 @@ class Scope:
         return self.path
 
     @classmethod
-    def parse(cls, path: str) -> "Scope":
+    def parse(cls, path: str) -> Scope:
         """``"acme/support/tier2"`` → ``Scope("acme", "support", "tier2")``."""
         parts = [p for p in str(path).strip("/").split("/") if p]
         if not 1 <= len(parts) <= 4:
             raise ValidationError(f"scope path {path!r} needs 1 to 4 parts (org/division/team/actor)", field="scope")
         return cls(*parts)
 
-    def ancestors(self) -> list["Scope"]:
+    def ancestors(self) -> list[Scope]:
         """This scope and every broader one, broadest first."""
         parts = self.parts
         return [Scope(*parts[: i + 1]) for i in range(len(parts))]
 
-    def contains(self, other: "Scope") -> bool:
+    def contains(self, other: Scope) -> bool:
         """True when *other* is this scope or inside its subtree."""
         return other.parts[: self.depth] == self.parts
-
 
 
 def _a(word: str) -> str:
@@ -140,9 +139,7 @@ class Principal:
     def check_write(self, scope: Scope) -> None:
         """Raise PermissionDenied unless this principal may write active memory at *scope*."""
         if self.role == "agent":
-            raise PermissionDenied(
-                f"{self.id} is an agent: agents write only through propose(), a curator approves"
-            )
+            raise PermissionDenied(f"{self.id} is an agent: agents write only through propose(), a curator approves")
         if scope == self.scope:
             return
         if self.rank >= ROLES.index("curator") and self.scope.contains(scope):

@@ -9,9 +9,10 @@ from __future__ import annotations
 import builtins  # `MemoryStore.list` shadows the builtin inside the class
 import os
 import shutil
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from . import policy as policy_rules
 from .audit import AuditLog, audit_trail
@@ -24,12 +25,20 @@ from .limits import DEFAULT_MAX_TEXT_BYTES
 from .maintenance import Maintenance, MaintenancePolicy
 from .outside import ExportReport
 from .query import Visibility
-from .replay import ReplayResult
+from .ranking import Ranking
 from .records import (
-    SPECS, Envelope, Episode, Fact, Policy, Preference, check_kinds, record_from_row, subject_key,
+    SPECS,
+    Envelope,
+    Episode,
+    Fact,
+    Policy,
+    Preference,
+    check_kinds,
+    record_from_row,
+    subject_key,
 )
 from .redact import Redactor
-from .ranking import Ranking
+from .replay import ReplayResult
 from .retrieve import Hit, Retriever, context_block
 from .scope import Principal, Scope
 from .time import Basis, Clock, StoreClock, require_aware, resolve_basis
@@ -45,21 +54,21 @@ if TYPE_CHECKING:
 INDEX_MODES: tuple[str, ...] = ("on_recall", "background")
 
 
-def open(  # noqa: A001 - the public name of API.md
+def open(
     uri: str | os.PathLike[str] = "data/store",
     *,
-    storage_options: Optional[dict[str, str]] = None,
-    ledger_uri: Optional[str] = None,
-    clock: Optional[Clock] = None,
+    storage_options: dict[str, str] | None = None,
+    ledger_uri: str | None = None,
+    clock: Clock | None = None,
     embedder: Any = None,
-    redactor: Optional[Redactor] = None,
+    redactor: Redactor | None = None,
     create: bool = True,
-    purge_on_open: Optional[Principal] = None,
-    ranking: Optional[Ranking] = None,
+    purge_on_open: Principal | None = None,
+    ranking: Ranking | None = None,
     index: str = "on_recall",
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
-    maintenance: Optional[MaintenancePolicy] = None,
-) -> "MemoryStore":
+    maintenance: MaintenancePolicy | None = None,
+) -> MemoryStore:
     """Create or open a memory store at a local path or an object-store URI.
 
     The deletion ledger is read before anything is served, so a store restored from a
@@ -85,20 +94,41 @@ def open(  # noqa: A001 - the public name of API.md
     >>> store.root.endswith("")
     True
     """
-    return MemoryStore(str(uri), storage_options=storage_options, ledger_uri=ledger_uri, clock=clock,
-                       embedder=embedder, redactor=redactor, create=create, purge_on_open=purge_on_open,
-                       ranking=ranking, index=index, max_text_bytes=max_text_bytes, maintenance=maintenance)
+    return MemoryStore(
+        str(uri),
+        storage_options=storage_options,
+        ledger_uri=ledger_uri,
+        clock=clock,
+        embedder=embedder,
+        redactor=redactor,
+        create=create,
+        purge_on_open=purge_on_open,
+        ranking=ranking,
+        index=index,
+        max_text_bytes=max_text_bytes,
+        maintenance=maintenance,
+    )
 
 
 class MemoryStore:
     """Bi-temporal, scoped, governed agent memory in Delta tables. Use `open()`."""
 
-    def __init__(self, uri: str, *, storage_options: Optional[dict[str, str]] = None,
-                 ledger_uri: Optional[str] = None, clock: Optional[Clock] = None, embedder: Any = None,
-                 redactor: Optional[Redactor] = None, create: bool = True,
-                 purge_on_open: Optional[Principal] = None, ranking: Optional[Ranking] = None,
-                 index: str = "on_recall", max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
-                 maintenance: Optional[MaintenancePolicy] = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        *,
+        storage_options: dict[str, str] | None = None,
+        ledger_uri: str | None = None,
+        clock: Clock | None = None,
+        embedder: Any = None,
+        redactor: Redactor | None = None,
+        create: bool = True,
+        purge_on_open: Principal | None = None,
+        ranking: Ranking | None = None,
+        index: str = "on_recall",
+        max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+        maintenance: MaintenancePolicy | None = None,
+    ) -> None:
         if index not in INDEX_MODES:
             raise ValidationError(f"index must be one of {INDEX_MODES}, got {index!r}", field="index")
         self.index_mode = index
@@ -108,8 +138,9 @@ class MemoryStore:
         self.ledger = Ledger(ledger_uri or f"{self.root}/_ledger", storage_options=storage_options)
         self.vis = Visibility(self.lake)
         self.vis.set_forgotten(self.ledger.forgotten())
-        self.writer = Writer(self.lake, self.vis, redactor=redactor, generations=self._generations,
-                             max_text_bytes=max_text_bytes)
+        self.writer = Writer(
+            self.lake, self.vis, redactor=redactor, generations=self._generations, max_text_bytes=max_text_bytes
+        )
         self.retriever = Retriever(self.vis, embedder, ranking=ranking)
         self._closed = False
         #: compaction, checkpoints, vacuum, status (`maintenance.Maintenance`)
@@ -135,7 +166,7 @@ class MemoryStore:
         self.retriever.flush()
         self.vis.con.close()
 
-    def __enter__(self) -> "MemoryStore":
+    def __enter__(self) -> MemoryStore:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -143,8 +174,9 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _basis(self, as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
-               valid_at: Optional[datetime] = None) -> Basis:
+    def _basis(
+        self, as_of: datetime | None = None, known_at: datetime | None = None, valid_at: datetime | None = None
+    ) -> Basis:
         self._sync_ledger()
         self.lake.refresh()  # "now" must not be earlier than a commit another process already made
         return resolve_basis(self.clock.peek(), as_of=as_of, known_at=known_at, valid_at=valid_at)
@@ -176,28 +208,43 @@ class MemoryStore:
 
         >>> # with store.tracer(print): store.get_fact("user:42", "plan", by=alice)
         """
+
         def relay(message: str, params: Mapping[str, Any]) -> None:
             callback(message if not params else f"{message}\n  params: {dict(params)}")
+
         with self.vis.tracing(relay):
             yield
 
     # ------------------------------------------------------------------ writes
 
-    def write(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
-              reason: Optional[str] = None, generation: Optional[int] = None) -> WriteResult:
+    def write(
+        self,
+        record: Envelope,
+        *,
+        by: Principal,
+        scope: Scope | None = None,
+        reason: str | None = None,
+        generation: int | None = None,
+    ) -> WriteResult:
         """Write one record through the one write path; see `write.Writer`.
 
         Raises `StaleGeneration` (nothing written) for history a forget erased: a record
         about a subject forgotten at or after its ``valid_from``. Memory valid after the
         forget is accepted: a new life of the subject.
         """
-        result = self.writer.commit_one(record, self._principal(by), scope=scope, reason=reason,
-                                        generation=generation)
+        result = self.writer.commit_one(record, self._principal(by), scope=scope, reason=reason, generation=generation)
         self._written()
         return result
 
-    def write_many(self, records: Sequence[Envelope], *, by: Principal, scope: Optional[Scope] = None,
-                   reason: Optional[str] = None, generation: Optional[int] = None) -> BatchResult:
+    def write_many(
+        self,
+        records: Sequence[Envelope],
+        *,
+        by: Principal,
+        scope: Scope | None = None,
+        reason: str | None = None,
+        generation: int | None = None,
+    ) -> BatchResult:
         """Write a batch: the same path as `write`, one commit per table, all or nothing.
 
         Records about a subject forgotten at or after their ``valid_from`` are dropped,
@@ -205,8 +252,9 @@ class MemoryStore:
         ``result.dropped``); the rest of the batch is written. So re-running a backfill
         after ``forget`` + ``purge`` does not bring the erased subject back.
         """
-        result = self.writer.commit(list(records), self._principal(by), scope=scope, reason=reason,
-                                    generation=generation)
+        result = self.writer.commit(
+            list(records), self._principal(by), scope=scope, reason=reason, generation=generation
+        )
         self._written()
         return result
 
@@ -214,7 +262,7 @@ class MemoryStore:
         if self.index_mode == "background":
             self.retriever.warm_up()
 
-    def batch(self, *, reason: Optional[str] = None) -> "Batch":
+    def batch(self, *, reason: str | None = None) -> Batch:
         """Records of many principals, one commit, each authorised by its own principal.
 
         >>> # with store.batch() as b:
@@ -227,18 +275,21 @@ class MemoryStore:
         self._check_open()
         return Batch(self, reason=reason)
 
-    def _commit_batch(self, records: Sequence[Envelope], by: Sequence[Principal], *,
-                      reason: Optional[str] = None) -> BatchResult:
+    def _commit_batch(
+        self, records: Sequence[Envelope], by: Sequence[Principal], *, reason: str | None = None
+    ) -> BatchResult:
         self._check_open()
         return self.writer.commit(list(records), by[0], by_record=list(by), reason=reason)
 
-    def propose(self, record: Envelope, *, by: Principal, scope: Optional[Scope] = None,
-                reason: Optional[str] = None) -> WriteResult:
+    def propose(
+        self, record: Envelope, *, by: Principal, scope: Scope | None = None, reason: str | None = None
+    ) -> WriteResult:
         """Record a draft (status ``proposed``): never recalled as memory until approved."""
-        return self.writer.commit_one(record, self._principal(by), scope=scope, reason=reason,
-                                      status="proposed", op="propose")
+        return self.writer.commit_one(
+            record, self._principal(by), scope=scope, reason=reason, status="proposed", op="propose"
+        )
 
-    def approve(self, record_id: str, *, by: Principal, reason: Optional[str] = None, **corrections: Any) -> WriteResult:
+    def approve(self, record_id: str, *, by: Principal, reason: str | None = None, **corrections: Any) -> WriteResult:
         """Promote a proposal to active memory, with optional corrections. Agents cannot approve."""
         return self.writer.approve(record_id, self._principal(by), reason=reason, corrections=corrections)
 
@@ -246,9 +297,16 @@ class MemoryStore:
         """End a record: a new row that hides it from every later read (history keeps it)."""
         return self.writer.retract(record_id, self._principal(by), reason=reason)
 
-    def load(self, path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, format: str, by: Principal,
-             scope: Optional[Scope] = None, ttl: Optional[timedelta] = None,
-             progress: Optional[bool] = None) -> "LoadReport":
+    def load(
+        self,
+        path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        format: str,
+        by: Principal,
+        scope: Scope | None = None,
+        ttl: timedelta | None = None,
+        progress: bool | None = None,
+    ) -> LoadReport:
         """Load a LongMemEval or LoCoMo file (or several, or a directory) as turns; see `capture.loaders`.
 
         Each session is one commit at the session's date, so ``as_of=question_date``
@@ -259,11 +317,19 @@ class MemoryStore:
         """
         from .capture.loaders import load
 
-        return load(self, path, format=format, by=self._principal(by), scope=scope, ttl=ttl,
-                    progress=progress)
+        return load(self, path, format=format, by=self._principal(by), scope=scope, ttl=ttl, progress=progress)
 
-    def capture(self, session_id: str, messages: Sequence[Any], *, by: Principal, subject: Optional[str] = None,
-                scope: Optional[Scope] = None, extractor: Any = None, worker: Any = None) -> "CaptureJob":
+    def capture(
+        self,
+        session_id: str,
+        messages: Sequence[Any],
+        *,
+        by: Principal,
+        subject: str | None = None,
+        scope: Scope | None = None,
+        extractor: Any = None,
+        worker: Any = None,
+    ) -> CaptureJob:
         """Store a session's turns, then extract and reconcile them; see `capture.pipeline`.
 
         *messages* are `Turn`s or mappings (``role``, ``text``/``content``, optional
@@ -278,10 +344,18 @@ class MemoryStore:
         """
         from .capture.pipeline import capture
 
-        return capture(self, session_id, messages, by=self._principal(by), subject=subject, scope=scope,
-                       extractor=extractor, worker=worker)
+        return capture(
+            self,
+            session_id,
+            messages,
+            by=self._principal(by),
+            subject=subject,
+            scope=scope,
+            extractor=extractor,
+            worker=worker,
+        )
 
-    def extract(self, task: Any, *, by: Principal, extractor: Any = None) -> "CaptureResult":
+    def extract(self, task: Any, *, by: Principal, extractor: Any = None) -> CaptureResult:
         """Run one `capture.ExtractionTask` (what a queue consumer calls; see `capture.worker`)."""
         from .capture.pipeline import ExtractionTask, run_task
 
@@ -289,8 +363,15 @@ class MemoryStore:
             task = ExtractionTask.from_dict(task)
         return run_task(self, task, by=self._principal(by), extractor=extractor)
 
-    def seen(self, record_id: str, *, by: Principal, as_of: Optional[datetime] = None,
-             known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> "Seen":
+    def seen(
+        self,
+        record_id: str,
+        *,
+        by: Principal,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> Seen:
         """How often a record was stated and when last: its sightings at the basis (see `capture.pipeline`)."""
         from .capture.pipeline import seen
 
@@ -304,25 +385,44 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ reads
 
-    def get_fact(self, subject: str, attribute: str, *, by: Principal, as_of: Optional[datetime] = None,
-                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
-                 kind: str = "fact") -> Optional[Fact | Preference]:
+    def get_fact(
+        self,
+        subject: str,
+        attribute: str,
+        *,
+        by: Principal,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        valid_at: datetime | None = None,
+        kind: str = "fact",
+    ) -> Fact | Preference | None:
         """The value of one slot at the basis, or None. No vector search involved.
 
         >>> # store.get_fact("user:42", "plan", by=alice).value
         """
         basis = self._basis(as_of, known_at, valid_at)
-        rows = self.vis.rows(kind, self._principal(by), basis, subject=subject,
-                             filters={"attribute": str(attribute).strip().lower()})
+        rows = self.vis.rows(
+            kind, self._principal(by), basis, subject=subject, filters={"attribute": str(attribute).strip().lower()}
+        )
         if not rows.num_rows:
             return None
         return cast("Fact | Preference", record_from_row(kind, rows.to_pylist()[0]))  # slots with an attribute
 
-    def recall(self, query: str, *, by: Principal, subject: Optional[str] = None,
-               kinds: Optional[Sequence[str]] = None, k: int = 8, filters: Optional[dict[str, Any]] = None,
-               as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
-               valid_at: Optional[datetime] = None, signals: Optional[Sequence[str]] = None,
-               ranking: Optional[Ranking] = None) -> list[Hit]:
+    def recall(
+        self,
+        query: str,
+        *,
+        by: Principal,
+        subject: str | None = None,
+        kinds: Sequence[str] | None = None,
+        k: int = 8,
+        filters: dict[str, Any] | None = None,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        valid_at: datetime | None = None,
+        signals: Sequence[str] | None = None,
+        ranking: Ranking | None = None,
+    ) -> list[Hit]:
         """Fuzzy recall: the visibility filter first (inside the vector search), then hybrid ranking.
 
         Returns up to *k* hits, each with ``score`` (fused) and ``why`` (scope, which
@@ -341,14 +441,32 @@ class MemoryStore:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValidationError("k must be a positive integer", field="k")
         basis = self._basis(as_of, known_at, valid_at)
-        return self.retriever.recall(str(query), self._principal(by), basis, kinds=check_kinds(kinds),
-                                     subject=subject, k=k, filters=filters,
-                                     signals=signals, ranking=ranking)
+        return self.retriever.recall(
+            str(query),
+            self._principal(by),
+            basis,
+            kinds=check_kinds(kinds),
+            subject=subject,
+            k=k,
+            filters=filters,
+            signals=signals,
+            ranking=ranking,
+        )
 
-    def context(self, query: str, *, by: Principal, budget_tokens: int = 800, subject: Optional[str] = None,
-                kinds: Optional[Sequence[str]] = None, k: int = 20, as_of: Optional[datetime] = None,
-                known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
-                filters: Optional[dict[str, Any]] = None) -> Context:
+    def context(
+        self,
+        query: str,
+        *,
+        by: Principal,
+        budget_tokens: int = 800,
+        subject: str | None = None,
+        kinds: Sequence[str] | None = None,
+        k: int = 20,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        valid_at: datetime | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> Context:
         """A prompt block of the most relevant visible memories, within *budget_tokens*.
 
         Tokens are word pieces of the default model's tokenizer, whatever the embedder
@@ -363,12 +481,28 @@ class MemoryStore:
         """
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
             raise ValidationError("budget_tokens must be a positive integer", field="budget_tokens")
-        hits = self.recall(query, by=by, subject=subject, kinds=kinds, k=k, as_of=as_of, known_at=known_at,
-                           valid_at=valid_at, filters=filters)
+        hits = self.recall(
+            query,
+            by=by,
+            subject=subject,
+            kinds=kinds,
+            k=k,
+            as_of=as_of,
+            known_at=known_at,
+            valid_at=valid_at,
+            filters=filters,
+        )
         return context_block(hits, budget_tokens=budget_tokens)
 
-    def get(self, record_id: str, *, by: Principal, as_of: Optional[datetime] = None,
-            known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> Optional[Envelope]:
+    def get(
+        self,
+        record_id: str,
+        *,
+        by: Principal,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> Envelope | None:
         """One record by id, if *by* may see it: any version (superseded or retracted too), or None.
 
         Scope, forgetting and system time apply as on every read (``known_at``/``as_of``:
@@ -381,9 +515,17 @@ class MemoryStore:
         basis = self._basis(as_of, known_at, valid_at)
         return get(self.vis, str(record_id), self._principal(by), basis)
 
-    def list(self, subject: Optional[str], *, by: Principal, kinds: Optional[Sequence[str]] = None,
-             filters: Optional[dict[str, Any]] = None, as_of: Optional[datetime] = None, known_at: Optional[datetime] = None,
-             valid_at: Optional[datetime] = None) -> Listing:
+    def list(
+        self,
+        subject: str | None,
+        *,
+        by: Principal,
+        kinds: Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> Listing:
         """A subject's current memories: what reads would serve *by* at the basis, per kind.
 
         ``subject=None`` lists everything visible (``filters`` narrow it, as in `recall`).
@@ -396,9 +538,17 @@ class MemoryStore:
         basis = self._basis(as_of, known_at, valid_at)
         return listing(self.vis, subject, self._principal(by), basis, check_kinds(kinds), filters=filters)
 
-    def history(self, subject: Optional[str] = None, attribute: Optional[str] = None, *, by: Principal,
-                kind: str = "fact", lineage: Optional[str] = None, as_of: Optional[datetime] = None,
-                known_at: Optional[datetime] = None) -> History:
+    def history(
+        self,
+        subject: str | None = None,
+        attribute: str | None = None,
+        *,
+        by: Principal,
+        kind: str = "fact",
+        lineage: str | None = None,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+    ) -> History:
         """Every version of one slot *by* may see: valid and known intervals, pointers, reasons.
 
         The slot is ``subject`` + ``attribute`` (facts, preferences) or a ``lineage`` id
@@ -410,10 +560,18 @@ class MemoryStore:
         from .browse import history
 
         basis = self._basis(as_of, known_at, None)
-        return history(self.vis, self.lake, self._principal(by), basis, kind=kind, subject=subject,
-                       attribute=attribute, lineage_id=lineage)
+        return history(
+            self.vis,
+            self.lake,
+            self._principal(by),
+            basis,
+            kind=kind,
+            subject=subject,
+            attribute=attribute,
+            lineage_id=lineage,
+        )
 
-    def pending(self, *, by: Principal, kinds: Optional[Sequence[str]] = None) -> Listing:
+    def pending(self, *, by: Principal, kinds: Sequence[str] | None = None) -> Listing:
         """Proposals awaiting approval in the curator's subtree (none an approval points at yet).
 
         >>> # for p in store.pending(by=lead): store.approve(p.record_id, by=lead)
@@ -424,16 +582,26 @@ class MemoryStore:
         basis = self._basis()
         return pending(self.vis, self._principal(by), basis, KINDS if kinds is None else check_kinds(kinds))
 
-    def rebuild_index(self, org: Optional[str] = None) -> builtins.list[str]:
+    def rebuild_index(self, org: str | None = None) -> builtins.list[str]:
         """Rebuild index partitions from the store (one org, or all) and delete the old files."""
         self._check_open()
         self.lake.refresh()
         orgs = [org] if org is not None else self.retriever.known_orgs()
         return self.retriever.rebuild(orgs)
 
-    def episodes(self, *, service: str, env: str, by: Principal, version: Optional[str] = None, k: int = 5,
-                 symptom: Optional[str] = None, as_of: Optional[datetime] = None,
-                 known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None) -> builtins.list[Episode]:
+    def episodes(
+        self,
+        *,
+        service: str,
+        env: str,
+        by: Principal,
+        version: str | None = None,
+        k: int = 5,
+        symptom: str | None = None,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> builtins.list[Episode]:
         """Filter hard, then rank: what was tried on this service/env/version, newest first.
 
         Superseded, expired and inconclusive episodes never come back; at most *k* (five).
@@ -458,8 +626,9 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ policy
 
-    def resolve_policy(self, facts: Mapping[str, Any], *, at: datetime, by: Principal,
-                       known_at: Optional[datetime] = None) -> policy_rules.Decision:
+    def resolve_policy(
+        self, facts: Mapping[str, Any], *, at: datetime, by: Principal, known_at: datetime | None = None
+    ) -> policy_rules.Decision:
         """Which approved policy governs a case at world time *at*, as known at *known_at*.
 
         The facts come from the system of record (memory does not own the order). The
@@ -479,8 +648,9 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ replay
 
-    def replay(self, decisions: Sequence[Any], *, naive: bool = False,
-               kinds: Optional[Sequence[str]] = None) -> "ReplayResult":
+    def replay(
+        self, decisions: Sequence[Any], *, naive: bool = False, kinds: Sequence[str] | None = None
+    ) -> ReplayResult:
         """Replay past decisions at their own time: what each could have known, and nothing more.
 
         *decisions* are rows of ``(decision_id, principal, query, subject, decided_at)``
@@ -493,9 +663,17 @@ class MemoryStore:
         self._sync_ledger()
         return replay(self.vis, as_decisions(decisions), kinds=check_kinds(kinds), naive=naive)
 
-    def export(self, path: str | os.PathLike[str], *, by: Principal, as_of: Optional[datetime] = None,
-               known_at: Optional[datetime] = None, valid_at: Optional[datetime] = None,
-               kinds: Optional[Sequence[str]] = None, format: str = "parquet") -> "ExportReport":
+    def export(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        by: Principal,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        valid_at: datetime | None = None,
+        kinds: Sequence[str] | None = None,
+        format: str = "parquet",
+    ) -> ExportReport:
         """Write what *by* is served at the basis as one Parquet file per kind (`outside.export`).
 
         >>> # store.export("snapshots/2026-10-05", by=alice, as_of=oct_5)
@@ -507,7 +685,7 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ audit & forgetting
 
-    def forget(self, subject: str, *, by: Principal, reason: str) -> "ForgetReport":
+    def forget(self, subject: str, *, by: Principal, reason: str) -> ForgetReport:
         """Tombstone a subject: from the next read on nothing about it is served, at any basis.
 
         Bumps the subject's deletion generation (stale workers' writes are refused),
@@ -519,12 +697,13 @@ class MemoryStore:
         by = self._principal(by)
         by.check_steward(by.scope, "forget")
         self._sync_ledger()
-        report = forget_subject(self.lake, self.ledger, by, subject, reason=reason, clock=self.clock,
-                                redactor=self.writer.redactor)
+        report = forget_subject(
+            self.lake, self.ledger, by, subject, reason=reason, clock=self.clock, redactor=self.writer.redactor
+        )
         self.vis.set_forgotten(self.ledger.forgotten())
         return report
 
-    def purge(self, *, by: Principal, dry_run: bool = False, grace: timedelta = timedelta(0)) -> "PurgeReport":
+    def purge(self, *, by: Principal, dry_run: bool = False, grace: timedelta = timedelta(0)) -> PurgeReport:
         """Erase for real: every forgotten row (and derived copy) and memory past its expiry plus *grace*.
 
         Rewrites the affected data files, deletes the old ones, rebuilds affected index
@@ -541,8 +720,9 @@ class MemoryStore:
 
     def _purge_index(self, erased_by_org: Mapping[str, set[str]]) -> builtins.list[str]:
         """Rebuild the index partitions that held erased records; drop every cache."""
-        orgs = [org for org in self.retriever.index.orgs()
-                if org in erased_by_org or self._partition_holds_gone_rows(org)]
+        orgs = [
+            org for org in self.retriever.index.orgs() if org in erased_by_org or self._partition_holds_gone_rows(org)
+        ]
         rebuilt = self.retriever.rebuild(orgs, drop=erased_by_org)
         if erased_by_org or rebuilt:  # partitions of other embedders are caches too, and hold the erased vectors
             for stale in self.retriever.index.other_models():
@@ -567,13 +747,21 @@ class MemoryStore:
         held = 0
         for kind in SPECS:
             rows = self.lake.all_rows(kind)
-            held += sum(rid in part for rid in rows.filter(pc.equal(rows.column("org"), org))
-                        .column("record_id").to_pylist())
+            held += sum(
+                rid in part for rid in rows.filter(pc.equal(rows.column("org"), org)).column("record_id").to_pylist()
+            )
         return held < len(part)
 
-    def audit(self, *, by: Principal, subject: Optional[str] = None, record_id: Optional[str] = None,
-              since: Optional[datetime] = None, until: Optional[datetime] = None,
-              actor: Optional[str] = None) -> AuditLog:
+    def audit(
+        self,
+        *,
+        by: Principal,
+        subject: str | None = None,
+        record_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        actor: str | None = None,
+    ) -> AuditLog:
         """Who acted, when, why, on which records — from the commit log, with no content.
 
         Narrow by ``subject``, ``record_id``, a time window ``[since, until)`` of system
@@ -588,7 +776,6 @@ class MemoryStore:
         until = require_aware(until, "until", optional=True)
         self._sync_ledger()
         self.lake.refresh()
-        return audit_trail(self.lake, self.ledger, by, subject=subject, record_id=record_id, since=since,
-                           until=until, actor=actor)
-
-
+        return audit_trail(
+            self.lake, self.ledger, by, subject=subject, record_id=record_id, since=since, until=until, actor=actor
+        )

@@ -8,10 +8,11 @@ both, which is the replay case. Naive datetimes are rejected, never assumed UTC.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterator, Literal, overload
+from datetime import UTC, datetime, timedelta
+from typing import Literal, overload
 
 from .errors import ValidationError
 
@@ -22,7 +23,7 @@ EPSILON = timedelta(microseconds=1)
 
 
 def wall_clock() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @overload
@@ -42,8 +43,10 @@ def require_aware(value: object, field: str, *, optional: bool = False) -> datet
         except ValueError as exc:
             raise ValidationError(f"{field}: {text!r} is not an ISO-8601 datetime", field=field) from exc
         if value.tzinfo is None:  # text in, text out: no Python hint for a JSON or CLI user
-            raise ValidationError(f"{field}: {text!r} has no time zone: add Z for UTC "
-                                  "(2026-10-04T14:32:00Z) or an offset such as +02:00", field=field)
+            raise ValidationError(
+                f"{field}: {text!r} has no time zone: add Z for UTC (2026-10-04T14:32:00Z) or an offset such as +02:00",
+                field=field,
+            )
     if not isinstance(value, datetime):
         raise ValidationError(f"{field} must be a datetime, got {type(value).__name__}", field=field)
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
@@ -52,7 +55,7 @@ def require_aware(value: object, field: str, *, optional: bool = False) -> datet
             "(e.g. datetime(..., tzinfo=timezone.utc))",
             field=field,
         )
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)
 
 
 @dataclass(frozen=True)

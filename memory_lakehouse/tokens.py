@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from .errors import ValidationError
 
@@ -37,7 +38,7 @@ _LONG_RUN = re.compile(r"[A-Za-z0-9]{101,}")
 
 
 @functools.cache
-def _tokenizer() -> tuple["tokenizers.Tokenizer", int]:
+def _tokenizer() -> tuple[tokenizers.Tokenizer, int]:
     from .embed import _build_tokenizer
 
     tok = _build_tokenizer(None)
@@ -75,8 +76,9 @@ def _segments(text: str) -> Iterator[tuple[int, int, list[int], list[tuple[int, 
     yield from _encoded(tok, unk, text, start, len(text))
 
 
-def _encoded(tok: "tokenizers.Tokenizer", unk: int, text: str, start: int,
-             end: int) -> Iterator[tuple[int, int, list[int], list[tuple[int, int]]]]:
+def _encoded(
+    tok: tokenizers.Tokenizer, unk: int, text: str, start: int, end: int
+) -> Iterator[tuple[int, int, list[int], list[tuple[int, int]]]]:
     for offset, window in _windows(text, start, end):
         encoding = tok.encode(window, add_special_tokens=False)
         ids, offsets = encoding.ids, encoding.offsets
@@ -111,7 +113,7 @@ def cut(text: str, budget: int) -> tuple[str, int]:
             end = offset + (offsets[-1][1] if offsets else cost)
             continue
         if not ids:  # a long run, a token a character: keep the characters that fit
-            return text[:offset + budget - used], budget
+            return text[: offset + budget - used], budget
         _, unk = _tokenizer()
         for token_id, (a, b) in zip(ids, offsets):
             piece = max(1, b - a) if token_id == unk else 1

@@ -28,9 +28,10 @@ import dataclasses
 import gc
 import hashlib
 import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence, overload
+from typing import Any, Literal, overload
 
 import pyarrow as pa
 
@@ -42,8 +43,22 @@ from .lake import Lake, commit_metadata, new_txn_id
 from .limits import DEFAULT_MAX_TEXT_BYTES, check_limit, check_record_text, check_text
 from .query import Visibility
 from .records import (
-    AUTHORITIES, FAILED_EPISODE_TTL, OUTCOMES, SPECS, Envelope, Episode, Fact, Note, Policy, Preference,
-    Reference, kind_of_record_id, new_record_id, record_from_row, spec_of, subject_key,
+    AUTHORITIES,
+    FAILED_EPISODE_TTL,
+    OUTCOMES,
+    SPECS,
+    Envelope,
+    Episode,
+    Fact,
+    Note,
+    Policy,
+    Preference,
+    Reference,
+    kind_of_record_id,
+    new_record_id,
+    record_from_row,
+    spec_of,
+    subject_key,
 )
 from .redact import Redactor
 from .scope import Principal, Scope
@@ -66,10 +81,10 @@ class WriteResult:
     kind: str
     lineage_id: str
     scope: Scope
-    supersedes: Optional[str] = None
-    txn_id: Optional[str] = None
-    version: Optional[int] = None  # the Delta version of the commit that added it
-    known_since: Optional[datetime] = None  # system time of that commit
+    supersedes: str | None = None
+    txn_id: str | None = None
+    version: int | None = None  # the Delta version of the commit that added it
+    known_since: datetime | None = None  # system time of that commit
     redacted: tuple[str, ...] = ()
 
 
@@ -78,9 +93,9 @@ class BatchResult:
     """The results of one `write_many`, in input order."""
 
     results: tuple[WriteResult, ...]
-    txn_id: Optional[str]
+    txn_id: str | None
     versions: Mapping[str, int] = field(default_factory=dict)
-    committed_at: Optional[datetime] = None
+    committed_at: datetime | None = None
 
     def __iter__(self) -> Iterator[WriteResult]:
         return iter(self.results)
@@ -111,8 +126,12 @@ GC_PAUSE_BATCH = 256
 #: The free-text fields of each kind: what redaction scans.
 _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "envelope": ("evidence", "reason", "source"),  # source also goes into the commit log (writers)
-    "fact": ("value",), "preference": ("value",), "note": ("value",),
-    "episode": ("symptom", "action"), "reference": ("title", "content"), "policy": ("text",),
+    "fact": ("value",),
+    "preference": ("value",),
+    "note": ("value",),
+    "episode": ("symptom", "action"),
+    "reference": ("title", "content"),
+    "policy": ("text",),
     **conversation.TEXT_FIELDS,
 }
 
@@ -127,8 +146,8 @@ def _placed(r: Envelope) -> Scope:
 @overload
 def _text(value: Any, name: str, *, optional: Literal[False] = False) -> str: ...
 @overload
-def _text(value: Any, name: str, *, optional: bool) -> Optional[str]: ...
-def _text(value: Any, name: str, *, optional: bool = False) -> Optional[str]:
+def _text(value: Any, name: str, *, optional: bool) -> str | None: ...
+def _text(value: Any, name: str, *, optional: bool = False) -> str | None:
     if type(value) is str and value and not value[0].isspace() and not value[-1].isspace():
         return value  # the common case, already clean
     if value is None or (isinstance(value, str) and not value.strip()):
@@ -143,9 +162,15 @@ def _text(value: Any, name: str, *, optional: bool = False) -> Optional[str]:
 class Writer:
     """Turns records into rows and commits them; knows nothing about reading for users."""
 
-    def __init__(self, lake: Lake, visibility: Visibility, *, redactor: Optional[Redactor] = None,
-                 generations: Optional[Callable[[Iterable[str]], Mapping[str, int]]] = None,
-                 max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
+    def __init__(
+        self,
+        lake: Lake,
+        visibility: Visibility,
+        *,
+        redactor: Redactor | None = None,
+        generations: Callable[[Iterable[str]], Mapping[str, int]] | None = None,
+        max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    ) -> None:
         self.lake = lake
         self.vis = visibility
         self.redactor = redactor or Redactor()
@@ -160,8 +185,9 @@ class Writer:
 
     # ------------------------------------------------------------------ validate
 
-    def _validate(self, record: Envelope, principal: Principal, scope: Optional[Scope], status: Status,
-                  now: datetime) -> Envelope:
+    def _validate(
+        self, record: Envelope, principal: Principal, scope: Scope | None, status: Status, now: datetime
+    ) -> Envelope:
         """Check and normalise one record; return the writer's own copy of it (to redact next)."""
         spec_of(record)  # raises for non-records
         target = record.scope or scope or principal.scope
@@ -176,7 +202,8 @@ class Writer:
         if record.authority is not None and record.authority not in AUTHORITIES:
             raise ValidationError(f"authority must be one of {', '.join(AUTHORITIES)}", field="authority")
         if record.confidence is not None and not (
-                isinstance(record.confidence, (int, float)) and 0.0 <= record.confidence <= 1.0):
+            isinstance(record.confidence, (int, float)) and 0.0 <= record.confidence <= 1.0
+        ):
             raise ValidationError("confidence must be a number between 0 and 1", field="confidence")
         derived: Any = record.derived_from  # typed a tuple; callers may pass anything, a str included
         if derived and (isinstance(derived, str) or not all(isinstance(d, str) for d in derived)):
@@ -203,8 +230,9 @@ class Writer:
         check_record_text(own, self.max_text_bytes)
         return own
 
-    def _validate_all(self, records: Sequence[Envelope], who: Sequence[Principal], scope: Optional[Scope],
-                      status: Status, now: datetime) -> list[Envelope]:
+    def _validate_all(
+        self, records: Sequence[Envelope], who: Sequence[Principal], scope: Scope | None, status: Status, now: datetime
+    ) -> list[Envelope]:
         """`_validate` each record (by its principal in *who*); a bad one in a batch is named by its
         index (`ValidationError.index`)."""
         out: list[Envelope] = []
@@ -221,7 +249,8 @@ class Writer:
             return said
         if isinstance(r, (Fact, Preference)):
             out: dict[str, Any] = {
-                "subject": _text(r.subject, "subject"), "attribute": _text(r.attribute, "attribute").lower(),
+                "subject": _text(r.subject, "subject"),
+                "attribute": _text(r.attribute, "attribute").lower(),
                 "valid_from": require_aware(r.valid_from, "valid_from"),
                 "valid_to": require_aware(r.valid_to, "valid_to", optional=True),
             }
@@ -229,22 +258,30 @@ class Writer:
                 raise ValidationError("value is required", field="value")
             if out["valid_to"] is not None and out["valid_to"] <= out["valid_from"]:
                 raise ValidationError("valid_to must be after valid_from", field="valid_to")
-            if isinstance(r, Preference) and r.ttl is not None and (
-                    not isinstance(r.ttl, timedelta) or r.ttl <= timedelta(0)):
+            if (
+                isinstance(r, Preference)
+                and r.ttl is not None
+                and (not isinstance(r.ttl, timedelta) or r.ttl <= timedelta(0))
+            ):
                 raise ValidationError("ttl must be a positive timedelta", field="ttl")
             return out
         if isinstance(r, Episode):
             outcome = _text(r.outcome, "outcome")
             if outcome not in OUTCOMES:
-                raise ValidationError(f"outcome must be one of {', '.join(OUTCOMES)} (got {r.outcome!r})",
-                                      field="outcome")
+                raise ValidationError(
+                    f"outcome must be one of {', '.join(OUTCOMES)} (got {r.outcome!r})", field="outcome"
+                )
             evidence = _text(r.evidence, "evidence", optional=True)
             if evidence is None:
-                raise ValidationError("an episode needs evidence a person can open (incident, PR or log link)",
-                                      field="evidence")
+                raise ValidationError(
+                    "an episode needs evidence a person can open (incident, PR or log link)", field="evidence"
+                )
             return {
-                "service": _text(r.service, "service"), "env": _text(r.env, "env"),
-                "symptom": _text(r.symptom, "symptom"), "action": _text(r.action, "action"), "outcome": outcome,
+                "service": _text(r.service, "service"),
+                "env": _text(r.env, "env"),
+                "symptom": _text(r.symptom, "symptom"),
+                "action": _text(r.action, "action"),
+                "outcome": outcome,
                 "observed_at": require_aware(r.observed_at, "observed_at"),
                 "version_from": _text(r.version_from, "version_from", optional=True),
                 "version_to": _text(r.version_to, "version_to", optional=True),
@@ -252,8 +289,10 @@ class Writer:
             }
         if isinstance(r, Reference):
             return {
-                "uri": _text(r.uri, "uri"), "title": _text(r.title, "title", optional=True) or "",
-                "content": _text(r.content, "content"), "published_at": require_aware(r.published_at, "published_at"),
+                "uri": _text(r.uri, "uri"),
+                "title": _text(r.title, "title", optional=True) or "",
+                "content": _text(r.content, "content"),
+                "published_at": require_aware(r.published_at, "published_at"),
                 "subject": _text(r.subject, "subject", optional=True),
             }
         if isinstance(r, Policy):
@@ -261,17 +300,20 @@ class Writer:
                 raise ValidationError("conditions must be a mapping of field -> value", field="conditions")
             for k, v in r.conditions.items():
                 if not isinstance(k, str) or not k.strip() or not isinstance(v, (str, int, float, bool)):
-                    raise ValidationError(f"condition {k!r} must map a field name to a scalar value",
-                                          field="conditions")
+                    raise ValidationError(
+                        f"condition {k!r} must map a field name to a scalar value", field="conditions"
+                    )
             if isinstance(r.priority, bool) or not isinstance(r.priority, int):
                 raise ValidationError("priority must be an integer", field="priority")
             out = {
-                "policy_id": _text(r.policy_id, "policy_id"), "text": _text(r.text, "text"),
+                "policy_id": _text(r.policy_id, "policy_id"),
+                "text": _text(r.text, "text"),
                 "conditions": {k.strip(): v for k, v in r.conditions.items()},
                 "effective_from": require_aware(r.effective_from, "effective_from"),
                 "effective_to": require_aware(r.effective_to, "effective_to", optional=True),
                 "approved_by": _text(r.approved_by, "approved_by", optional=True),
-                "overrides": tuple(r.overrides), "subject": _text(r.subject, "subject", optional=True),
+                "overrides": tuple(r.overrides),
+                "subject": _text(r.subject, "subject", optional=True),
             }
             if out["effective_to"] is not None and out["effective_to"] <= out["effective_from"]:
                 raise ValidationError("effective_to must be after effective_from", field="effective_to")
@@ -282,14 +324,15 @@ class Writer:
             if r.value is None:
                 raise ValidationError("value is required", field="value")
             return {
-                "session_id": _text(r.session_id, "session_id"), "key": _text(r.key, "key"),
+                "session_id": _text(r.session_id, "session_id"),
+                "key": _text(r.key, "key"),
                 "valid_from": require_aware(r.valid_from, "valid_from", optional=True) or now,
                 "subject": _text(r.subject, "subject", optional=True),
             }
         raise ValidationError(f"unsupported record {type(r).__name__}", field="record")
 
     @staticmethod
-    def _default_expiry(r: Envelope, changes: Mapping[str, Any]) -> Optional[datetime]:
+    def _default_expiry(r: Envelope, changes: Mapping[str, Any]) -> datetime | None:
         if isinstance(r, Preference) and r.ttl is not None:
             expiry: datetime = changes["valid_from"] + r.ttl
             return expiry
@@ -347,8 +390,9 @@ class Writer:
             raise ValidationError(f"no record {record_id}", field="record_id")
         return kind, rows[0]
 
-    def approve(self, record_id: str, by: Principal, *, reason: Optional[str] = None,
-                corrections: Mapping[str, Any] = {}) -> WriteResult:
+    def approve(
+        self, record_id: str, by: Principal, *, reason: str | None = None, corrections: Mapping[str, Any] = {}
+    ) -> WriteResult:
         """Promote a proposal to active memory, with optional corrections. Agents cannot approve."""
         kind, row = self._raw(record_id)
         if row["status"] != "proposed":
@@ -359,8 +403,15 @@ class Writer:
         if proposer == by.id:
             raise PermissionDenied(f"{by.id} proposed {record_id} and cannot approve its own proposal")
         record = record_from_row(kind, row)
-        base: dict[str, Any] = dict(status="active", record_id=None, lineage_id=None, txn_id=None,
-                                    known_since=None, supersedes=record_id, authority=None)
+        base: dict[str, Any] = dict(
+            status="active",
+            record_id=None,
+            lineage_id=None,
+            txn_id=None,
+            known_since=None,
+            supersedes=record_id,
+            authority=None,
+        )
         if isinstance(record, Policy):
             base["approved_by"] = by.id
         if kind in ("preference", "note"):
@@ -369,8 +420,9 @@ class Writer:
             record = replace(record, **{**base, **corrections})
         except TypeError as exc:
             raise ValidationError(f"unknown correction: {exc}", field="corrections") from exc
-        return self.commit_one(record, by, reason=reason or f"approved proposal {record_id}", op="approve",
-                               reconcile=True)
+        return self.commit_one(
+            record, by, reason=reason or f"approved proposal {record_id}", op="approve", reconcile=True
+        )
 
     def retract(self, record_id: str, by: Principal, *, reason: str) -> WriteResult:
         """End a record: a new row that hides it from every later read (history keeps it)."""
@@ -378,18 +430,19 @@ class Writer:
             raise ValidationError("a retraction needs a reason", field="reason")
         kind, row = self._raw(record_id)
         if row["status"] != "active":
-            raise ValidationError(f"{record_id} is {row['status']}; only active records can be retracted",
-                                  field="record_id")
+            raise ValidationError(
+                f"{record_id} is {row['status']}; only active records can be retracted", field="record_id"
+            )
         scope = Scope(row["org"], row["division"], row["team"], row["actor"])
         by.check_write(scope)
-        record = replace(record_from_row(kind, row), record_id=None, txn_id=None, known_since=None,
-                         supersedes=record_id)  # the reason is the commit's (audit), not the row's
+        record = replace(
+            record_from_row(kind, row), record_id=None, txn_id=None, known_since=None, supersedes=record_id
+        )  # the reason is the commit's (audit), not the row's
         return self.commit_one(record, by, reason=reason, status="retracted", op="retract", reconcile=False)
 
     # ------------------------------------------------------------------ policies
 
-    def _check_policy_write(self, policies: Sequence[Envelope], vis: Visibility, by: Principal,
-                            status: str) -> None:
+    def _check_policy_write(self, policies: Sequence[Envelope], vis: Visibility, by: Principal, status: str) -> None:
         """Policies are approved data: the write path's extra rules for the ``policy`` kind.
 
         * Only a curator or steward (inside its subtree) writes or retracts a policy; a
@@ -404,12 +457,15 @@ class Writer:
                 if isinstance(p, Policy) and p.approved_by:
                     raise ValidationError(
                         f"proposed policy {p.policy_id} claims approved_by={p.approved_by!r}; approval is "
-                        "recorded by approve(), not by the proposer", field="approved_by")
+                        "recorded by approve(), not by the proposer",
+                        field="approved_by",
+                    )
             return
         for p in policies:
             assert p.scope is not None
-            by.check_curate(p.scope, "write a policy (propose it; a curator approves)" if status == "active"
-                            else "retract a policy")
+            by.check_curate(
+                p.scope, "write a policy (propose it; a curator approves)" if status == "active" else "retract a policy"
+            )
         if status == "active":
             self._check_policy_overlap([p for p in policies if isinstance(p, Policy)], vis)
 
@@ -434,8 +490,9 @@ class Writer:
         self.lake.refresh(kinds=["policy"])
         scopes = {p.scope for p in policies}
         rows = self.lake.known_rows("policy").select(["org", "division", "team", "actor", "valid_from"])
-        stored = [r["valid_from"] for r in rows.to_pylist()
-                  if Scope(r["org"], r["division"], r["team"], r["actor"]) in scopes]
+        stored = [
+            r["valid_from"] for r in rows.to_pylist() if Scope(r["org"], r["division"], r["team"], r["actor"]) in scopes
+        ]
         clash = policy_rules.write_conflicts(policies, in_force, stored)
         if clash:
             raise ValidationError("; ".join(_overlap_message(new, old, at) for new, old, at in clash), field="priority")
@@ -448,10 +505,16 @@ class Writer:
         if result.action == "forgotten":
             key = subject_key(record.subject_name)
             generation = self.generations([key]).get(key, 0)
-            raise StaleGeneration(key, generation, generation, message=(
-                "the record's subject (or its scope's actor) was forgotten at or after the record's valid_from: "
-                "writing it would bring erased history back, so nothing was written (memory valid after the "
-                "forget is accepted as a new life of the subject)"))
+            raise StaleGeneration(
+                key,
+                generation,
+                generation,
+                message=(
+                    "the record's subject (or its scope's actor) was forgotten at or after the record's valid_from: "
+                    "writing it would bring erased history back, so nothing was written (memory valid after the "
+                    "forget is accepted as a new life of the subject)"
+                ),
+            )
         return result
 
     def commit(self, records: Sequence[Envelope], principal: Principal, **options: Any) -> BatchResult:
@@ -476,13 +539,13 @@ class Writer:
         records: Sequence[Envelope],
         principal: Principal,
         *,
-        scope: Optional[Scope] = None,
-        reason: Optional[str] = None,
+        scope: Scope | None = None,
+        reason: str | None = None,
         status: Status = "active",
-        generation: Optional[int | Mapping[str, int]] = None,
+        generation: int | Mapping[str, int] | None = None,
         op: str = "write",
         reconcile: bool = True,
-        by_record: Optional[Sequence[Principal]] = None,
+        by_record: Sequence[Principal] | None = None,
     ) -> BatchResult:
         """Validate, redact, reconcile and append *records* in one transaction.
 
@@ -494,8 +557,11 @@ class Writer:
         if isinstance(records, Envelope):
             records = [records]
         who = list(by_record) if by_record is not None else [principal] * len(records)
-        if len(who) != len(records) or not all(isinstance(p, Principal) for p in who) \
-                or not isinstance(principal, Principal):
+        if (
+            len(who) != len(records)
+            or not all(isinstance(p, Principal) for p in who)
+            or not isinstance(principal, Principal)
+        ):
             raise ValidationError("by= must be a Principal", field="by")
         if not records:
             return BatchResult((), None)
@@ -530,9 +596,23 @@ class Writer:
         planned = self._reconcile([p for i, p in enumerate(prepared) if i not in refused], status, reconcile)
         if refused:  # dropped records keep their place in the results
             kept = iter(planned)
-            planned = [(r, _result(record_id="", action="forgotten", kind=r.kind, lineage_id=SPECS[r.kind].slot(r, _placed(r)),
-                                   scope=r.scope, redacted=redacted), redacted)
-                       if i in refused else next(kept) for i, (r, redacted) in enumerate(prepared)]
+            planned = [
+                (
+                    r,
+                    _result(
+                        record_id="",
+                        action="forgotten",
+                        kind=r.kind,
+                        lineage_id=SPECS[r.kind].slot(r, _placed(r)),
+                        scope=r.scope,
+                        redacted=redacted,
+                    ),
+                    redacted,
+                )
+                if i in refused
+                else next(kept)
+                for i, (r, redacted) in enumerate(prepared)
+            ]
         rows: dict[str, list[tuple[Envelope, WriteResult]]] = {}
         txn_id = new_txn_id()
         for record, result, _ in planned:
@@ -542,11 +622,14 @@ class Writer:
             return BatchResult(tuple(res for _, res, _ in planned), None)
         committed_at = self.lake.clock.read()
         meta = commit_metadata(
-            txn_id=txn_id, committed_at=committed_at, op=op,
+            txn_id=txn_id,
+            committed_at=committed_at,
+            op=op,
             actor=",".join(sorted({p.id for p, _ in groups.values()})),
             reason=self._commit_reason(reason, names),
             writers=[scrub_subjects(source, names) for source in {r.source for r, _, _ in planned}],
-            kinds=list(rows), records=sum(len(v) for v in rows.values()),
+            kinds=list(rows),
+            records=sum(len(v) for v in rows.values()),
         )
         tables = {k: self._table(k, v, txn_id, status, current) for k, v in rows.items()}
         versions = self.lake.append(tables, meta)
@@ -576,13 +659,15 @@ class Writer:
             valid_from = r.valid_interval[0]
             for key in keys:
                 for _, _, forgotten_at, org, division, team in by_key.get(key, ()):
-                    covers = all(want is None or want == have for want, have in
-                                 ((org, r.scope.org), (division, r.scope.division), (team, r.scope.team)))
+                    covers = all(
+                        want is None or want == have
+                        for want, have in ((org, r.scope.org), (division, r.scope.division), (team, r.scope.team))
+                    )
                     if covers and valid_from is not None and valid_from <= forgotten_at:
                         out.add(i)
         return out
 
-    def _commit_reason(self, reason: Optional[str], names: Iterable[str]) -> Optional[str]:
+    def _commit_reason(self, reason: str | None, names: Iterable[str]) -> str | None:
         """The reason as the commit log keeps it: redacted, and without the batch's subject names.
 
         The log outlives every purge, so it keeps the *why* (audit reads it there) but not
@@ -592,8 +677,9 @@ class Writer:
         """
         return scrub_subjects(self.redactor.redact(reason)[0], names) if reason else None
 
-    def _reconcile(self, prepared: Sequence[tuple[Envelope, tuple[str, ...]]], status: Status,
-                   enabled: bool) -> list[tuple[Envelope, WriteResult, tuple[str, ...]]]:
+    def _reconcile(
+        self, prepared: Sequence[tuple[Envelope, tuple[str, ...]]], status: Status, enabled: bool
+    ) -> list[tuple[Envelope, WriteResult, tuple[str, ...]]]:
         by_kind: dict[str, list[int]] = {}
         lineages: list[str] = []
         for i, (r, _) in enumerate(prepared):
@@ -604,7 +690,7 @@ class Writer:
             lineages.append(lineage)
             by_kind.setdefault(spec.kind, []).append(i)
         # versions[(kind, lineage, scope)] = sorted [(valid_from, seq, record_id, content_hash, ends_at)]
-        versions: dict[tuple[str, str, Optional[Scope]], list[tuple[Any, ...]]] = {}
+        versions: dict[tuple[str, str, Scope | None], list[tuple[Any, ...]]] = {}
         if enabled and status == "active":
             for kind, idx in by_kind.items():
                 known = self.lake.lineages(kind)  # slots new to the store need no lookup (bulk ingest)
@@ -615,7 +701,8 @@ class Writer:
                 for seq, row in enumerate(existing.to_pylist()):
                     scope = Scope(row["org"], row["division"], row["team"], row["actor"])
                     versions.setdefault((kind, row["lineage_id"], scope), []).append(
-                        (row["valid_from"], seq, row["record_id"], row["content_hash"], row["ends_at"]))
+                        (row["valid_from"], seq, row["record_id"], row["content_hash"], row["ends_at"])
+                    )
         planned = []
         hashes = self._hashes = {}
         for i, (r, redacted) in enumerate(prepared):
@@ -628,17 +715,33 @@ class Writer:
             pred = slot[pos - 1] if pos and status == "active" and enabled else None
             # a predecessor that has ended or expired by now is not in force: restating it is news
             if pred is not None and pred[3] == chash and (pred[4] is None or pred[4] > valid_from):
-                planned.append((r, _result(record_id=pred[2], action="duplicate", kind=kind, lineage_id=lineages[i],
-                                           scope=r.scope, redacted=redacted), redacted))
+                planned.append(
+                    (
+                        r,
+                        _result(
+                            record_id=pred[2],
+                            action="duplicate",
+                            kind=kind,
+                            lineage_id=lineages[i],
+                            scope=r.scope,
+                            redacted=redacted,
+                        ),
+                        redacted,
+                    )
+                )
                 continue
             if kind == "turn" and pred is not None:
                 raise ValidationError(
                     f"turn {r.position} of session {r.session_id} is already recorded with other content; "  # type: ignore[attr-defined]
-                    "turns are immutable", field="text")
+                    "turns are immutable",
+                    field="text",
+                )
             if isinstance(r, Reference) and pred is not None and pred[0] == valid_from:
                 raise ValidationError(
                     f"reference {r.uri} published at {valid_from.isoformat()} is already recorded with other "
-                    "content; references are immutable — record a new publication date", field="content")
+                    "content; references are immutable — record a new publication date",
+                    field="content",
+                )
             supersedes = r.supersedes or (pred[2] if pred is not None else None)
             action: Action = "superseded" if supersedes else "inserted"
             slot.insert(pos, (valid_from, len(slot) + 10**9, record_id, chash, _ends_at(r, valid_to)))
@@ -646,16 +749,35 @@ class Writer:
             # (a copy here would be erased by a purge while the log keeps it: a false leftover)
             r.__dict__.update(record_id=record_id, lineage_id=lineages[i], supersedes=supersedes)
             hashes[record_id] = chash
-            planned.append((r, _result(record_id=record_id, action=action, kind=kind, lineage_id=lineages[i],
-                                       scope=r.scope, supersedes=supersedes, redacted=redacted), redacted))
+            planned.append(
+                (
+                    r,
+                    _result(
+                        record_id=record_id,
+                        action=action,
+                        kind=kind,
+                        lineage_id=lineages[i],
+                        scope=r.scope,
+                        supersedes=supersedes,
+                        redacted=redacted,
+                    ),
+                    redacted,
+                )
+            )
         return planned
 
-    def _lineage_of(self, record_id: str, kind: str) -> Optional[str]:
+    def _lineage_of(self, record_id: str, kind: str) -> str | None:
         rows = self.vis.by_ids(kind, [record_id])
         return rows.column("lineage_id")[0].as_py() if rows.num_rows else None
 
-    def _table(self, kind: str, items: Sequence[tuple[Envelope, WriteResult]], txn_id: str, status: Status,
-               generations: Mapping[str, int]) -> pa.Table:
+    def _table(
+        self,
+        kind: str,
+        items: Sequence[tuple[Envelope, WriteResult]],
+        txn_id: str,
+        status: Status,
+        generations: Mapping[str, int],
+    ) -> pa.Table:
         """The rows of one kind as an Arrow table, built column by column."""
         spec = SPECS[kind]
         records = [r for r, _ in items]
@@ -666,16 +788,24 @@ class Writer:
         columns: dict[str, list[Any]] = {
             "record_id": [res.record_id for _, res in items],
             "lineage_id": [res.lineage_id for _, res in items],
-            "org": [sc.org for sc in scopes], "division": [sc.division for sc in scopes],
-            "team": [sc.team for sc in scopes], "actor": [sc.actor for sc in scopes],
-            "subject": subjects, "subject_key": keys,
-            "valid_from": [iv[0] for iv in intervals], "valid_to": [iv[1] for iv in intervals],
-            "txn_id": [txn_id] * len(records), "source": [r.source for r in records],
+            "org": [sc.org for sc in scopes],
+            "division": [sc.division for sc in scopes],
+            "team": [sc.team for sc in scopes],
+            "actor": [sc.actor for sc in scopes],
+            "subject": subjects,
+            "subject_key": keys,
+            "valid_from": [iv[0] for iv in intervals],
+            "valid_to": [iv[1] for iv in intervals],
+            "txn_id": [txn_id] * len(records),
+            "source": [r.source for r in records],
             "evidence": [r.evidence for r in records],
             "authority": [r.authority or _default_authority(r, status) for r in records],
-            "status": [status] * len(records), "confidence": [r.confidence for r in records],
-            "expires_at": [r.expires_at for r in records], "supersedes": [r.supersedes for r in records],
-            "derived_from": [list(r.derived_from) for r in records], "reason": [r.reason for r in records],
+            "status": [status] * len(records),
+            "confidence": [r.confidence for r in records],
+            "expires_at": [r.expires_at for r in records],
+            "supersedes": [r.supersedes for r in records],
+            "derived_from": [list(r.derived_from) for r in records],
+            "reason": [r.reason for r in records],
             "content_hash": [self._hashes.get(res.record_id) or _content_hash(r) for r, res in items],
             "generation": [generations.get(k, 0) for k in keys],
         }
@@ -697,7 +827,7 @@ def _default_authority(r: Envelope, status: str) -> str:
     return "human_confirmed"
 
 
-def _ends_at(r: Envelope, valid_to: Optional[datetime]) -> Optional[datetime]:
+def _ends_at(r: Envelope, valid_to: datetime | None) -> datetime | None:
     """When a version stops being served: the earlier of its valid_to and expires_at."""
     if valid_to is None or r.expires_at is None:
         return valid_to if r.expires_at is None else r.expires_at
@@ -734,8 +864,13 @@ def _content_hash(r: Envelope) -> str:
 def _overlap_message(new: Policy, old: Policy, at: datetime) -> str:
     where = f"on scope {new.scope} from {at.isoformat()}"
     if old.policy_id in new.overrides and new.policy_id in old.overrides:
-        return (f"policies {new.policy_id} and {old.policy_id} each declare that they override the other {where}: "
-                "declare the relationship in one direction only, or set different priorities")
-    return (f"policy {new.policy_id} overlaps {old.policy_id}" + (f" ({old.record_id})" if old.record_id else "")
-            + f" {where}: equal priority {new.priority} and conditions that can match the same case; "
-            f"set a different priority or declare overrides=[{old.policy_id!r}]")
+        return (
+            f"policies {new.policy_id} and {old.policy_id} each declare that they override the other {where}: "
+            "declare the relationship in one direction only, or set different priorities"
+        )
+    return (
+        f"policy {new.policy_id} overlaps {old.policy_id}"
+        + (f" ({old.record_id})" if old.record_id else "")
+        + f" {where}: equal priority {new.priority} and conditions that can match the same case; "
+        f"set a different priority or declare overrides=[{old.policy_id!r}]"
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 
 class SimClock:
@@ -46,7 +46,6 @@ class Checks:
         print(f"{self.name}: all checks passed")
 
 
-UTC = timezone.utc
 __all__ = ["SimClock", "parse_store", "Checks", "UTC", "datetime", "timedelta"]
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory_lakehouse.index import EXACT_SCALE, IndexTag, Partition, exact_scan_limit  # noqa: E402
+from memory_lakehouse.index import EXACT_SCALE, IndexTag, Partition, exact_scan_limit
 
 
 def unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
@@ -99,14 +99,26 @@ def crossover(part: Partition, ids: list[str], rng: np.random.Generator, queries
         hnsw = timed(lambda q: part.search(q, k, allowed=mask, plan="hnsw"), queries, 60)
         build = timed(lambda q: part.mask(allowed), queries, 30)
         truth = [{r for r, _ in part.search(q, k, allowed=mask, plan="exact")} for q in queries[:30]]
-        hits = sum(len(t & {r for r, _ in part.search(q, k, allowed=mask, plan="hnsw")}) for t, q in zip(truth, queries))
-        curve.append({"allowed": count, "exact_p50_ms": exact["p50_ms"], "hnsw_filter_p50_ms": hnsw["p50_ms"],
-                      "hnsw_filter_recall": round(hits / (30 * k), 3), "ids_to_mask_p50_ms": build["p50_ms"]})
+        hits = sum(
+            len(t & {r for r, _ in part.search(q, k, allowed=mask, plan="hnsw")}) for t, q in zip(truth, queries)
+        )
+        curve.append(
+            {
+                "allowed": count,
+                "exact_p50_ms": exact["p50_ms"],
+                "hnsw_filter_p50_ms": hnsw["p50_ms"],
+                "hnsw_filter_recall": round(hits / (30 * k), 3),
+                "ids_to_mask_p50_ms": build["p50_ms"],
+            }
+        )
         if first is None and hnsw["p50_ms"] < exact["p50_ms"]:
             first = count
-    return {"curve": curve, "first_count_where_hnsw_wins": first,
-            "scale_fit": None if first is None else round(first / n**0.5, 1),
-            "planner_limit_now": exact_scan_limit(n)}
+    return {
+        "curve": curve,
+        "first_count_where_hnsw_wins": first,
+        "scale_fit": None if first is None else round(first / n**0.5, 1),
+        "planner_limit_now": exact_scan_limit(n),
+    }
 
 
 def main() -> None:
@@ -119,9 +131,13 @@ def main() -> None:
     args = ap.parse_args()
     n, dim, k = args.n, args.dim, args.k
     rng = np.random.default_rng(args.seed)
-    out: dict = {"machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
-                 "n": n, "dim": dim, "k": k,
-                 "exact_limit_in_code": {"scale": EXACT_SCALE, f"at_n={n}": exact_scan_limit(n)}}
+    out: dict = {
+        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+        "n": n,
+        "dim": dim,
+        "k": k,
+        "exact_limit_in_code": {"scale": EXACT_SCALE, f"at_n={n}": exact_scan_limit(n)},
+    }
 
     ids = [f"rec_{i:08d}" for i in range(n)]
     data = unit(rng, n, dim)
@@ -133,8 +149,13 @@ def main() -> None:
     part.add(ids, data, num_threads=2)
     build_s = time.perf_counter() - t
     del data  # from here on RSS is the partition (graph + one float32 copy) and the ids
-    out["build"] = {"seconds": round(build_s, 2), "vectors_per_s": round(n / build_s), "num_threads": 2,
-                    "M": part.M, "ef_construction": part.ef_construction}
+    out["build"] = {
+        "seconds": round(build_s, 2),
+        "vectors_per_s": round(n / build_s),
+        "num_threads": 2,
+        "M": part.M,
+        "ef_construction": part.ef_construction,
+    }
     out["rss_mb"] = {"before_build": rss0, "after_build": rss_mb()}
 
     # recall of the plain HNSW path against the exact answer, and what ef buys
@@ -142,8 +163,10 @@ def main() -> None:
     recall = {}
     for ef in (64, 128, 256):
         hits = sum(len(t & {r for r, _ in part.search(q, k, plan="hnsw", ef=ef)}) for t, q in zip(truths, queries))
-        recall[f"ef={ef}"] = {"recall_at_k": round(hits / (100 * k), 3),
-                              **timed(lambda q: part.search(q, k, plan="hnsw", ef=ef), queries, 100)}
+        recall[f"ef={ef}"] = {
+            "recall_at_k": round(hits / (100 * k), 3),
+            **timed(lambda q: part.search(q, k, plan="hnsw", ef=ef), queries, 100),
+        }
     out["unfiltered_recall_vs_ef"] = recall
 
     queries_out: dict = {"unfiltered_hnsw": timed(lambda q: part.search(q, k), queries, args.reps)}
@@ -195,8 +218,12 @@ def main() -> None:
         t = time.perf_counter()
         loaded = Partition.load(target)
         load_s = time.perf_counter() - t
-        out["persist"] = {"save_s": round(save_s, 2), "load_s": round(load_s, 2), "disk_mb": round(size / 2**20, 1),
-                          "loaded_ok": loaded is not None}
+        out["persist"] = {
+            "save_s": round(save_s, 2),
+            "load_s": round(load_s, 2),
+            "disk_mb": round(size / 2**20, 1),
+            "loaded_ok": loaded is not None,
+        }
     out["low_rank_recall"] = low_rank_recall(rng, min(n, 20_000), dim, k)
     print(json.dumps(out, indent=2))
 

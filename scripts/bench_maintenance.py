@@ -23,19 +23,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import memory_lakehouse as ml  # noqa: E402
+import memory_lakehouse as ml
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ORGS = 4
 WINDOW = 40
-OPEN = ("import sys, time; t = time.perf_counter(); import memory_lakehouse as ml; "
-        "s = ml.open(sys.argv[1], embedder=ml.HashingEmbedder(), create=False); "
-        "print(round((time.perf_counter() - t) * 1000, 1))")
+OPEN = (
+    "import sys, time; t = time.perf_counter(); import memory_lakehouse as ml; "
+    "s = ml.open(sys.argv[1], embedder=ml.HashingEmbedder(), create=False); "
+    "print(round((time.perf_counter() - t) * 1000, 1))"
+)
 
 
 def run(root: Path, commits: int, policy: ml.MaintenancePolicy, marks: list[int]) -> dict:
@@ -55,16 +57,21 @@ def run(root: Path, commits: int, policy: ml.MaintenancePolicy, marks: list[int]
         cpu.append((time.process_time() - c) * 1000)
         if len(store.lake.views["fact"].commits) > before + 1:  # the policy ran inside this append
             maintained.add(n)
-    out: dict = {"mean_ms_all_appends": round(statistics.fmean(times), 2),
-                 "mean_cpu_ms_all_appends": round(statistics.fmean(cpu), 2), "policy_runs": len(maintained),
-                 "policy_run_ms_p50": round(statistics.median([times[i] for i in maintained]), 1) if maintained else None}
+    out: dict = {
+        "mean_ms_all_appends": round(statistics.fmean(times), 2),
+        "mean_cpu_ms_all_appends": round(statistics.fmean(cpu), 2),
+        "policy_runs": len(maintained),
+        "policy_run_ms_p50": round(statistics.median([times[i] for i in maintained]), 1) if maintained else None,
+    }
     for mark in marks:
         lo, hi = max(0, mark - WINDOW // 2), min(commits, mark + WINDOW // 2)
         window = sorted(times[i] for i in range(lo, hi) if i not in maintained)
         spent = sorted(cpu[i] for i in range(lo, hi) if i not in maintained)
-        out[f"at_{mark}"] = {"p50_ms": round(window[len(window) // 2], 2),
-                             "p90_ms": round(window[int(len(window) * 0.9)], 2),
-                             "cpu_p50_ms": round(spent[len(spent) // 2], 2)}
+        out[f"at_{mark}"] = {
+            "p50_ms": round(window[len(window) // 2], 2),
+            "p90_ms": round(window[int(len(window) * 0.9)], 2),
+            "cpu_p50_ms": round(spent[len(spent) // 2], 2),
+        }
     status = store.maintenance.status().tables["fact"]
     out["fact_files"], out["fact_log_files"], out["fact_version"] = status.files, status.log_files, status.version
     store.close()
@@ -82,8 +89,10 @@ def main(argv: list[str] | None = None) -> None:
     marks = [m for m in (10, 1_000, 10_000) if m <= args.commits] or [args.commits]
     if args.commits not in marks:
         marks.append(args.commits)
-    policies = {"plain": ml.MaintenancePolicy(None, None),
-                "maintained": ml.MaintenancePolicy(every_commits=args.every, every_bytes=None)}
+    policies = {
+        "plain": ml.MaintenancePolicy(None, None),
+        "maintained": ml.MaintenancePolicy(every_commits=args.every, every_bytes=None),
+    }
     report: dict = {"commits": args.commits, "every_commits": args.every, "window": WINDOW}
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes.split(","):

@@ -30,12 +30,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deltalake import DeltaTable  # noqa: E402
+from deltalake import DeltaTable
 
-import memory_lakehouse as ml  # noqa: E402
-from memory_lakehouse.bench import ATTRIBUTES, T0, WORDS, ingest, peak_rss_mb  # noqa: E402
-from memory_lakehouse.forget import scan_for  # noqa: E402
-from memory_lakehouse.records import KINDS  # noqa: E402
+import memory_lakehouse as ml
+from memory_lakehouse.bench import ATTRIBUTES, T0, WORDS, ingest, peak_rss_mb
+from memory_lakehouse.forget import scan_for
+from memory_lakehouse.records import KINDS
 
 SUBJECT = "customer-728"
 CANARY = "CANARYBENCHQZXWVK"
@@ -52,13 +52,30 @@ def build(root: Path, records: int) -> ml.MemoryStore:
     steward = ml.Principal("steward-org00", ml.Scope("org00"), role="steward")
     rng = random.Random(11)
     for batch in range(MIXED // 1000):
-        rows = [ml.Fact(f"user:mixed-{batch}-{i}", ATTRIBUTES[i % len(ATTRIBUTES)],
-                        " ".join(rng.choice(WORDS) for _ in range(6)), T0 + timedelta(minutes=i), source="bench@v1",
-                        evidence=f"evt:mixed-{batch}-{i}", scope=ml.Scope("org00", "support", f"team{i % 5}"))
-                for i in range(990)]
-        rows += [ml.Fact(SUBJECT, f"note_{batch}_{i}", f"{CANARY} private detail {batch} {i}", T0, source="bench@v1",
-                         evidence=f"evt:{CANARY}-{batch}-{i}", scope=ml.Scope("org00", "support", "team1"))
-                 for i in range(10)]
+        rows = [
+            ml.Fact(
+                f"user:mixed-{batch}-{i}",
+                ATTRIBUTES[i % len(ATTRIBUTES)],
+                " ".join(rng.choice(WORDS) for _ in range(6)),
+                T0 + timedelta(minutes=i),
+                source="bench@v1",
+                evidence=f"evt:mixed-{batch}-{i}",
+                scope=ml.Scope("org00", "support", f"team{i % 5}"),
+            )
+            for i in range(990)
+        ]
+        rows += [
+            ml.Fact(
+                SUBJECT,
+                f"note_{batch}_{i}",
+                f"{CANARY} private detail {batch} {i}",
+                T0,
+                source="bench@v1",
+                evidence=f"evt:{CANARY}-{batch}-{i}",
+                scope=ml.Scope("org00", "support", "team1"),
+            )
+            for i in range(10)
+        ]
         rng.shuffle(rows)
         store.write_many(rows, by=steward)
     return store
@@ -70,8 +87,12 @@ def main(argv=None) -> None:
     parser.add_argument("--store", help="where to build the store (default: a temp dir)")
     args = parser.parse_args(argv)
     root = Path(args.store or tempfile.mkdtemp(prefix="memlake-purge-")) / "store"
-    out: dict = {"records": args.records, "store": str(root), "embedder": "HashingEmbedder(dim=256)",
-                 "subject_rows": 10 * (MIXED // 1000)}
+    out: dict = {
+        "records": args.records,
+        "store": str(root),
+        "embedder": "HashingEmbedder(dim=256)",
+        "subject_rows": 10 * (MIXED // 1000),
+    }
 
     t = time.perf_counter()
     store = build(root, args.records)

@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import memory_lakehouse as ml  # noqa: E402
-from memory_lakehouse.bench import ORGS, T0, _ManualClock, ingest, peak_rss_mb  # noqa: E402
+import memory_lakehouse as ml
+from memory_lakehouse.bench import ORGS, T0, _ManualClock, ingest, peak_rss_mb
 
 
 def decisions(records: int, count: int, seed: int = 11) -> list[tuple]:
@@ -68,12 +68,18 @@ def main(argv: list[str] | None = None) -> None:
         per_org_rows = sum(store.replay(ds, kinds=["fact"]).visible.num_rows for ds in by_org.values())
         fan_s = time.perf_counter() - t
         report = {
-            "records": args.records, "decisions": args.decisions, "ingest_s": round(built, 1),
-            "replay_cold_s": round(cold_s, 3), "replay_warm_s": round(warm_s, 3),
-            "replay_per_org_sequential_s": round(fan_s, 3), "orgs": len(by_org),
-            "visible_rows": cold.visible.num_rows, "per_org_rows": per_org_rows,
+            "records": args.records,
+            "decisions": args.decisions,
+            "ingest_s": round(built, 1),
+            "replay_cold_s": round(cold_s, 3),
+            "replay_warm_s": round(warm_s, 3),
+            "replay_per_org_sequential_s": round(fan_s, 3),
+            "orgs": len(by_org),
+            "visible_rows": cold.visible.num_rows,
+            "per_org_rows": per_org_rows,
             "same_rows_warm": warm.visible.num_rows == cold.visible.num_rows,
-            "leakage_rate": cold.leakage_rate, "peak_rss_mb": peak_rss_mb(),
+            "leakage_rate": cold.leakage_rate,
+            "peak_rss_mb": peak_rss_mb(),
         }
     print(json.dumps(report, indent=2))
 

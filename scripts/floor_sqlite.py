@@ -15,13 +15,14 @@ the library; the bench loads it by path.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
 
-def _us(t: Optional[datetime]) -> Optional[int]:
+def _us(t: datetime | None) -> int | None:
     return None if t is None else int(t.timestamp() * 1_000_000)
 
 
@@ -49,14 +50,27 @@ CREATE INDEX facts_slot ON facts(org, subject, attribute, team, actor);
             for row, vec in zip(rows, vectors):
                 org = row["org"]
                 part = self.vectors.setdefault(org, [])
-                cur.execute("UPDATE facts SET superseded_at = ? WHERE org = ? AND subject = ? AND attribute = ? "
-                            "AND team IS ? AND actor IS ? AND superseded_at IS NULL AND valid_from <= ?",
-                            (known, org, row["subject"], row["attribute"], row["team"], row["actor"],
-                             _us(row["valid_from"])))
-                cur.execute("INSERT INTO facts (org, team, actor, subject, attribute, value, text, valid_from, "
-                            "known_since, vec) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                            (org, row["team"], row["actor"], row["subject"], row["attribute"], row["value"],
-                             row["text"], _us(row["valid_from"]), known, len(part)))
+                cur.execute(
+                    "UPDATE facts SET superseded_at = ? WHERE org = ? AND subject = ? AND attribute = ? "
+                    "AND team IS ? AND actor IS ? AND superseded_at IS NULL AND valid_from <= ?",
+                    (known, org, row["subject"], row["attribute"], row["team"], row["actor"], _us(row["valid_from"])),
+                )
+                cur.execute(
+                    "INSERT INTO facts (org, team, actor, subject, attribute, value, text, valid_from, "
+                    "known_since, vec) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        org,
+                        row["team"],
+                        row["actor"],
+                        row["subject"],
+                        row["attribute"],
+                        row["value"],
+                        row["text"],
+                        _us(row["valid_from"]),
+                        known,
+                        len(part),
+                    ),
+                )
                 part.append(vec.astype(np.float32))
                 self.matrix.pop(org, None)
 
@@ -72,7 +86,8 @@ CREATE INDEX facts_slot ON facts(org, subject, attribute, team, actor);
         hits = self.db.execute(
             "SELECT id, vec FROM facts WHERE org = ? AND (team IS NULL OR team = ?) AND (actor IS NULL OR actor = ?) "
             "AND known_since <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND valid_from <= ?",
-            (org, team, actor, t, t, t)).fetchall()
+            (org, team, actor, t, t, t),
+        ).fetchall()
         if not hits:
             return []
         ids = np.fromiter((h[0] for h in hits), dtype=np.int64, count=len(hits))
@@ -81,11 +96,12 @@ CREATE INDEX facts_slot ON facts(org, subject, attribute, team, actor);
         top = np.argsort(-scores)[:k]
         return ids[top].tolist()
 
-    def get(self, *, org: str, team: str, actor: str, subject: str, attribute: str, at: datetime) -> Optional[str]:
+    def get(self, *, org: str, team: str, actor: str, subject: str, attribute: str, at: datetime) -> str | None:
         t = _us(at)
         row = self.db.execute(
             "SELECT value FROM facts WHERE org = ? AND subject = ? AND attribute = ? AND (team IS NULL OR team = ?) "
             "AND (actor IS NULL OR actor = ?) AND known_since <= ? AND (superseded_at IS NULL OR superseded_at > ?) "
             "AND valid_from <= ? ORDER BY (actor IS NOT NULL) DESC, (team IS NOT NULL) DESC, valid_from DESC LIMIT 1",
-            (org, subject, attribute, team, actor, t, t, t)).fetchone()
+            (org, subject, attribute, team, actor, t, t, t),
+        ).fetchone()
         return None if row is None else row[0]

@@ -15,8 +15,8 @@ import argparse
 import re
 import sys
 import tempfile
-from datetime import datetime, timedelta, timezone
-from typing import Any, Optional, TypedDict
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
@@ -41,8 +41,11 @@ def respond(state: State) -> State:
     """A scripted stand-in for a chat model: answers from the memories it was handed, or asks."""
     likes = [m for m in state.get("memories", []) if m.startswith("likes ")]
     if "recommend" in state["message"].lower():
-        reply = f"Since you {likes[0].replace('likes', 'like', 1)}, try the new place on 5th." if likes \
+        reply = (
+            f"Since you {likes[0].replace('likes', 'like', 1)}, try the new place on 5th."
+            if likes
             else "What kind of food do you like?"
+        )
     else:
         reply = "Noted."
     return {"reply": reply}
@@ -67,13 +70,14 @@ def build(store: BaseStore) -> Any:
     return graph.compile(store=store)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", help="store path (default: a fresh temporary directory)")
     args = parser.parse_args(argv)
-    now = [datetime(2026, 9, 1, 9, tzinfo=timezone.utc)]
-    lake = ml.open(args.store or tempfile.mkdtemp(prefix="lg-agent-"), clock=lambda: now[0],
-                   embedder=ml.HashingEmbedder())
+    now = [datetime(2026, 9, 1, 9, tzinfo=UTC)]
+    lake = ml.open(
+        args.store or tempfile.mkdtemp(prefix="lg-agent-"), clock=lambda: now[0], embedder=ml.HashingEmbedder()
+    )
     alice = ml.Principal("concierge", ml.Scope("acme", "support", "concierge"), role="member")
     agent = build(LakehouseStore(lake, by=alice))
     failed: list[str] = []
@@ -96,8 +100,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     check("a sibling scope's agent sees none of it", other["memories"] == [])
 
     lg = LakehouseStore(lake, by=alice)
-    check("as of before day 1's commit, the store knew nothing",
-          lg.search(("memories", "u42"), as_of=before - timedelta(seconds=1)) == [])
+    check(
+        "as of before day 1's commit, the store knew nothing",
+        lg.search(("memories", "u42"), as_of=before - timedelta(seconds=1)) == [],
+    )
     record = lake.get_fact(lg.subject_of(("memories", "u42")), "food", by=alice)
     check("the memory is an attributed fact in the store", record is not None and record.source == "langgraph")
     lake.close()

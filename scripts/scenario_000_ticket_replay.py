@@ -20,22 +20,60 @@ summariser = ml.Principal("summariser", ml.Scope("acme-corp", "support"), role="
 triage = ml.Principal("triage-bot", ml.Scope("acme-corp", "support", "tier2", "triage-bot"), role="agent")
 subject = "user:acme-corp"
 
-m17 = store.write(ml.Preference(subject, "response_style", "Prefers responses with CLI commands, not UI steps",
-                                clock.now, source="summariser@v3", evidence="session:s-201"), by=summariser)
+m17 = store.write(
+    ml.Preference(
+        subject,
+        "response_style",
+        "Prefers responses with CLI commands, not UI steps",
+        clock.now,
+        source="summariser@v3",
+        evidence="session:s-201",
+    ),
+    by=summariser,
+)
 clock.set(datetime(2026, 2, 27, 10, 40, tzinfo=UTC))
-m23 = store.write(ml.Fact(subject, "sso_plugin", "Runs plugin v2.4 on self-hosted SSO", clock.now,
-                          source="summariser@v3", evidence="session:s-233"), by=summariser)
+m23 = store.write(
+    ml.Fact(
+        subject,
+        "sso_plugin",
+        "Runs plugin v2.4 on self-hosted SSO",
+        clock.now,
+        source="summariser@v3",
+        evidence="session:s-233",
+    ),
+    by=summariser,
+)
 opened = datetime(2026, 3, 3, 9, 14, tzinfo=UTC)
 # happened at 08:50, but the summariser only recorded it at 10:14 — an hour after the decision
 clock.set(opened + timedelta(hours=1))
-late = store.write(ml.Fact(subject, "sso_cert", "SSO signing certificate rotated this morning",
-                           datetime(2026, 3, 3, 8, 50, tzinfo=UTC), source="summariser@v3",
-                           evidence="session:s-240"), by=summariser)
+late = store.write(
+    ml.Fact(
+        subject,
+        "sso_cert",
+        "SSO signing certificate rotated this morning",
+        datetime(2026, 3, 3, 8, 50, tzinfo=UTC),
+        source="summariser@v3",
+        evidence="session:s-240",
+    ),
+    by=summariser,
+)
 clock.set(datetime(2026, 3, 5, 18, 22, tzinfo=UTC))
-m31 = store.write(ml.Episode("sso", "prod", "T-4812: login loop after SSO redirect",
-                             "downgrade plugin to v2.3 (SSO metadata URL misconfigured)", "fixed",
-                             clock.now, evidence="https://tickets.example/T-4812", source="summariser@v3",
-                             subject=subject, version_from="v2.4", version_to="v2.4"), by=summariser)
+m31 = store.write(
+    ml.Episode(
+        "sso",
+        "prod",
+        "T-4812: login loop after SSO redirect",
+        "downgrade plugin to v2.3 (SSO metadata URL misconfigured)",
+        "fixed",
+        clock.now,
+        evidence="https://tickets.example/T-4812",
+        source="summariser@v3",
+        subject=subject,
+        version_from="v2.4",
+        version_to="v2.4",
+    ),
+    by=summariser,
+)
 clock.set(datetime(2026, 3, 10, tzinfo=UTC))
 
 print(f"store: {path}")
@@ -51,8 +89,11 @@ check("the naive time-blind query leaks (for comparison)", naive.leakage_rate ==
 
 hits = store.recall("SSO login loop after plugin upgrade", by=triage, subject=subject, as_of=opened)
 ids = {h.record_id for h in hits}
-check("recall as of the decision returns the same two rows", ids == {m17.record_id, m23.record_id},
-      ", ".join(h.text[:40] for h in hits))
+check(
+    "recall as of the decision returns the same two rows",
+    ids == {m17.record_id, m23.record_id},
+    ", ".join(h.text[:40] for h in hits),
+)
 now_hits = {h.record_id for h in store.recall("SSO login loop", by=triage, subject=subject, kinds=["episode"])}
 check("today, the resolution is memory like any other", m31.record_id in now_hits)
 print("freshness lag (s):", rep.freshness_lag_seconds)

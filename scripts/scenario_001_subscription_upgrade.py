@@ -16,15 +16,46 @@ store = ml.open(path, clock=clock)
 check = Checks("scenario 001 (subscription upgrade)")
 alice = ml.Principal("usr_42", ml.Scope("cust_acme_corp", "accounts", "team-a", "usr_42"), role="member")
 
-first = store.write(ml.Fact("usr_42", "subscription_tier", "Free Starter", day1, source="user_explicit",
-                            evidence="evt_session_turn_17", confidence=0.95), by=alice)
+first = store.write(
+    ml.Fact(
+        "usr_42",
+        "subscription_tier",
+        "Free Starter",
+        day1,
+        source="user_explicit",
+        evidence="evt_session_turn_17",
+        confidence=0.95,
+    ),
+    by=alice,
+)
 clock.set(day1 + timedelta(days=13))
-upgrade = store.write(ml.Fact("usr_42", "subscription_tier", "Enterprise Pro", clock.now, source="user_explicit",
-                              evidence="evt_session_turn_812", confidence=0.98), by=alice)
-again = store.write(ml.Fact("usr_42", "subscription_tier", "Enterprise Pro", clock.now, source="summariser@v3",
-                            evidence="evt_session_turn_813"), by=alice)
-check("the upgrade supersedes the old plan with a pointer", upgrade.action == "superseded"
-      and upgrade.supersedes == first.record_id)
+upgrade = store.write(
+    ml.Fact(
+        "usr_42",
+        "subscription_tier",
+        "Enterprise Pro",
+        clock.now,
+        source="user_explicit",
+        evidence="evt_session_turn_812",
+        confidence=0.98,
+    ),
+    by=alice,
+)
+again = store.write(
+    ml.Fact(
+        "usr_42",
+        "subscription_tier",
+        "Enterprise Pro",
+        clock.now,
+        source="summariser@v3",
+        evidence="evt_session_turn_813",
+    ),
+    by=alice,
+)
+check(
+    "the upgrade supersedes the old plan with a pointer",
+    upgrade.action == "superseded" and upgrade.supersedes == first.record_id,
+)
 check("restating the same plan is a duplicate, not a new version", again.action == "duplicate")
 
 clock.set(day1 + timedelta(days=19))
@@ -37,10 +68,14 @@ fact = store.get_fact("usr_42", "subscription_tier", by=alice)
 check("get_fact answers Enterprise Pro", fact is not None and fact.value == "Enterprise Pro")
 past = store.get_fact("usr_42", "subscription_tier", by=alice, as_of=day1 + timedelta(days=9))
 check("as of day 10 it sees the old plan", past is not None and past.value == "Free Starter")
-old_hits = store.recall("subscription plan and member limits", by=alice, subject="usr_42",
-                        as_of=day1 + timedelta(days=9))
-check("recall as of day 10 sees only Free Starter",
-      [h.record.value for h in old_hits] == ["Free Starter"], str([h.record.value for h in old_hits]))
+old_hits = store.recall(
+    "subscription plan and member limits", by=alice, subject="usr_42", as_of=day1 + timedelta(days=9)
+)
+check(
+    "recall as of day 10 sees only Free Starter",
+    [h.record.value for h in old_hits] == ["Free Starter"],
+    str([h.record.value for h in old_hits]),
+)
 other = ml.Principal("usr_7", ml.Scope("cust_acme_corp", "accounts", "team-a", "usr_7"), role="member")
 check("a sibling actor never sees usr_42's memory", store.get_fact("usr_42", "subscription_tier", by=other) is None)
 check.finish()

@@ -7,20 +7,28 @@ from __future__ import annotations
 import json
 import random
 import string
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
+from _support import CURATOR, MEMBER, STEWARD, day, episode, fact, files_under, parquet_strings
 
 import memory_lakehouse as ml
-from _support import CURATOR, MEMBER, STEWARD, day, episode, fact, files_under, parquet_strings
 
 SUBJECT = "customer-728"
 OTHER = "customer-99"
 KINDS = ("fact", "preference", "episode", "reference", "policy", "note")
-QUERIES = ("leave the parcel at the blue door", "refund stuck at checkout", "sms only contact",
-           "ticket body", "scratch", "digest of one member", "plan number")
+QUERIES = (
+    "leave the parcel at the blue door",
+    "refund stuck at checkout",
+    "sms only contact",
+    "ticket body",
+    "scratch",
+    "digest of one member",
+    "plan number",
+)
 
 
 def canary() -> str:
@@ -29,33 +37,73 @@ def canary() -> str:
 
 
 def open_store(path, clock=None, ledger=None, **kw) -> ml.MemoryStore:
-    return ml.open(path, clock=clock, ledger_uri=None if ledger is None else str(ledger),
-                   embedder=ml.HashingEmbedder(), **kw)
+    return ml.open(
+        path, clock=clock, ledger_uri=None if ledger is None else str(ledger), embedder=ml.HashingEmbedder(), **kw
+    )
 
 
 def write_subject(store: ml.MemoryStore, clock, can: str, subject: str = SUBJECT) -> dict[str, str]:
     """The subject's memory in every kind (two fact versions), plus two generations of records
     derived from it about another subject. Returns record ids by name."""
     ids = {}
-    ids["fact_v1"] = store.write(fact(subject, "shipping_note", f"{can} leave the parcel at the blue door", day(0)),
-                                 by=CURATOR).record_id
+    ids["fact_v1"] = store.write(
+        fact(subject, "shipping_note", f"{can} leave the parcel at the blue door", day(0)), by=CURATOR
+    ).record_id
     clock.advance(days=1)
-    ids["fact_v2"] = store.write(fact(subject, "shipping_note", f"{can} leave the parcel with the neighbour", day(1)),
-                                 by=CURATOR).record_id
-    ids["preference"] = store.write(ml.Preference(subject, "contact_channel", f"{can} sms only contact", day(1),
-                                                  source="test@v1"), by=CURATOR).record_id
-    ids["episode"] = store.write(episode("checkout", f"{can} refund stuck at checkout", "fixed", day(1),
-                                         subject=subject, evidence=f"https://tracker.example/{can}"),
-                                 by=CURATOR).record_id
-    ids["reference"] = store.write(ml.Reference(f"https://crm.example/{can}", "support ticket", f"{can} ticket body",
-                                                day(1), source="crm@v2", subject=subject), by=CURATOR).record_id
-    ids["note"] = store.write(ml.Note("sess-1", "scratch", f"{can} scratch", ttl=timedelta(days=365), subject=subject),
-                              by=MEMBER).record_id
+    ids["fact_v2"] = store.write(
+        fact(subject, "shipping_note", f"{can} leave the parcel with the neighbour", day(1)), by=CURATOR
+    ).record_id
+    ids["preference"] = store.write(
+        ml.Preference(subject, "contact_channel", f"{can} sms only contact", day(1), source="test@v1"), by=CURATOR
+    ).record_id
+    ids["episode"] = store.write(
+        episode(
+            "checkout",
+            f"{can} refund stuck at checkout",
+            "fixed",
+            day(1),
+            subject=subject,
+            evidence=f"https://tracker.example/{can}",
+        ),
+        by=CURATOR,
+    ).record_id
+    ids["reference"] = store.write(
+        ml.Reference(
+            f"https://crm.example/{can}",
+            "support ticket",
+            f"{can} ticket body",
+            day(1),
+            source="crm@v2",
+            subject=subject,
+        ),
+        by=CURATOR,
+    ).record_id
+    ids["note"] = store.write(
+        ml.Note("sess-1", "scratch", f"{can} scratch", ttl=timedelta(days=365), subject=subject), by=MEMBER
+    ).record_id
     clock.advance(days=1)
-    ids["derived"] = store.write(fact("segment:vip", "digest", f"digest of one member {can}-derived", day(2),
-                                      derived_from=(ids["fact_v2"],), source="summariser@v3"), by=CURATOR).record_id
-    ids["derived2"] = store.write(fact("segment:vip", "digest_of_digest", f"second digest {can}-derived-again", day(2),
-                                       derived_from=(ids["derived"],), source="summariser@v3"), by=CURATOR).record_id
+    ids["derived"] = store.write(
+        fact(
+            "segment:vip",
+            "digest",
+            f"digest of one member {can}-derived",
+            day(2),
+            derived_from=(ids["fact_v2"],),
+            source="summariser@v3",
+        ),
+        by=CURATOR,
+    ).record_id
+    ids["derived2"] = store.write(
+        fact(
+            "segment:vip",
+            "digest_of_digest",
+            f"second digest {can}-derived-again",
+            day(2),
+            derived_from=(ids["derived"],),
+            source="summariser@v3",
+        ),
+        by=CURATOR,
+    ).record_id
     return ids
 
 
@@ -64,8 +112,10 @@ def write_mixed_world(store: ml.MemoryStore, clock, can: str) -> dict[str, str]:
     a day later, and a recall that builds the index: what a purge must pick apart."""
     ids = write_subject(store, clock, can)
     write_others(store, clock)
-    mixed = store.write_many([fact(SUBJECT, "region", f"{can} lives in the north", day(3)),
-                              fact(OTHER, "region", "eu-west", day(3))], by=CURATOR)
+    mixed = store.write_many(
+        [fact(SUBJECT, "region", f"{can} lives in the north", day(3)), fact(OTHER, "region", "eu-west", day(3))],
+        by=CURATOR,
+    )
     ids["mixed"] = mixed[0].record_id
     clock.advance(days=1)
     assert store.recall("parcel refund", by=MEMBER, kinds=KINDS)  # builds the index (partition or cache)
@@ -83,13 +133,20 @@ def write_others(store: ml.MemoryStore, clock, *, days: int = 3) -> None:
 
 # ---------------------------------------------------------------- read-path probes
 
+
 def _mentions(obj, subject: str, needles: Iterable[str]) -> bool:
     text = repr(obj)
     return subject in text or any(n in text for n in needles)
 
 
-def leaks(store: ml.MemoryStore, *, subject: str, needles: Iterable[str], times: Iterable[datetime],
-          reader: ml.Principal = MEMBER) -> list[str]:
+def leaks(
+    store: ml.MemoryStore,
+    *,
+    subject: str,
+    needles: Iterable[str],
+    times: Iterable[datetime],
+    reader: ml.Principal = MEMBER,
+) -> list[str]:
     """Every way a read path served the subject (or a canary) at now and at each past time."""
     needles = tuple(needles)
     found: list[str] = []
@@ -111,8 +168,7 @@ def leaks(store: ml.MemoryStore, *, subject: str, needles: Iterable[str], times:
         for e in store.episodes(service="checkout", env="prod", by=reader, k=50, **basis):
             if _mentions(e, subject, needles):
                 found.append(f"episodes at {where}: {e.record_id}")
-        text = store.context("parcel refund contact ticket digest", by=reader, budget_tokens=4000, kinds=KINDS,
-                             **basis)
+        text = store.context("parcel refund contact ticket digest", by=reader, budget_tokens=4000, kinds=KINDS, **basis)
         if _mentions(text, subject, needles):
             found.append(f"context at {where}")
     decisions = [(f"d{i}-{s}", reader, "", s, t) for i, t in enumerate(times) for s in (subject, None)]
@@ -130,19 +186,25 @@ def other_reads(store: ml.MemoryStore, times: Iterable[datetime], reader: ml.Pri
     for t in times:
         plan = store.get_fact(OTHER, "plan", by=reader, as_of=t)
         out[f"plan@{t}"] = None if plan is None else (plan.record_id, plan.value, plan.known_since)
-        out[f"valid@{t}"] = [getattr(store.get_fact(OTHER, "plan", by=reader, valid_at=v, known_at=t), "value", None)
-                             for v in (day(0), day(1), day(2))]
-        out[f"recall@{t}"] = sorted(h.record_id for h in store.recall("plan number checkout timeout", by=reader,
-                                                                     kinds=KINDS, k=50, as_of=t))
-        out[f"episodes@{t}"] = [e.record_id for e in store.episodes(service="checkout", env="prod", by=reader,
-                                                                    k=50, as_of=t)]
+        out[f"valid@{t}"] = [
+            getattr(store.get_fact(OTHER, "plan", by=reader, valid_at=v, known_at=t), "value", None)
+            for v in (day(0), day(1), day(2))
+        ]
+        out[f"recall@{t}"] = sorted(
+            h.record_id for h in store.recall("plan number checkout timeout", by=reader, kinds=KINDS, k=50, as_of=t)
+        )
+        out[f"episodes@{t}"] = [
+            e.record_id for e in store.episodes(service="checkout", env="prod", by=reader, k=50, as_of=t)
+        ]
     rep = store.replay([(f"d{i}", reader, "", None, t) for i, t in enumerate(times)], kinds=KINDS)
-    out["replay"] = sorted(zip(rep.visible.column("decision_id").to_pylist(),
-                               rep.visible.column("record_id").to_pylist()))
+    out["replay"] = sorted(
+        zip(rep.visible.column("decision_id").to_pylist(), rep.visible.column("record_id").to_pylist())
+    )
     return out
 
 
 # ---------------------------------------------------------------- byte scans
+
 
 def files_holding(roots: Iterable, needles: Iterable[str]) -> dict[str, list[str]]:
     """needle -> files under *roots* holding it: in the raw bytes, or in a decoded parquet value."""
@@ -182,15 +244,26 @@ def index_holds_vector_of(root, texts: list[str], embedder=None) -> bool:
 
 # ---------------------------------------------------------------- spawned processes
 
-def child_leaks(path: str, ledger: str, subject: str, needles: list[str], times: list[datetime],
-                now: datetime) -> list[str]:
+
+def child_leaks(
+    path: str, ledger: str, subject: str, needles: list[str], times: list[datetime], now: datetime
+) -> list[str]:
     """Open the store in a fresh process and probe every read path."""
     store = open_store(path, clock=lambda: now, ledger=ledger)
     return leaks(store, subject=subject, needles=needles, times=times)
 
 
-def child_reads_across_a_forget(path: str, ledger: str, subject: str, needles: list[str], times: list[datetime],
-                                now: datetime, opened, forgotten, out) -> None:
+def child_reads_across_a_forget(
+    path: str,
+    ledger: str,
+    subject: str,
+    needles: list[str],
+    times: list[datetime],
+    now: datetime,
+    opened,
+    forgotten,
+    out,
+) -> None:
     """A long-lived reader: open and read, wait for the forget elsewhere, read again."""
     store = open_store(path, clock=lambda: now, ledger=ledger)
     before = leaks(store, subject=subject, needles=needles, times=times)

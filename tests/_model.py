@@ -18,17 +18,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Optional
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import memory_lakehouse as ml
 
-UTC = timezone.utc
-Level = Optional[str]
+Level = str | None
 ScopeT = tuple[str, Level, Level, Level]  # (org, division, team, actor)
 
 SUBJECTS = ("user:1", "user:2", "alice")  # "alice" is also an actor: forgetting her hides her scope's rows
@@ -39,6 +39,7 @@ KINDS = ("fact", "preference")
 
 
 # ---------------------------------------------------------------------------- the model
+
 
 @dataclass
 class MRow:
@@ -52,22 +53,22 @@ class MRow:
     source: str
     scope: ScopeT
     valid_from: datetime
-    valid_to: Optional[datetime]
-    expires_at: Optional[datetime]
+    valid_to: datetime | None
+    expires_at: datetime | None
     status: str  # active | proposed | retracted (a retraction marker)
     known_since: datetime
     seq: int  # commit order
     pos: int  # position inside its commit
     generation: int
-    supersedes: Optional[str]
-    proposer: Optional[str] = None
+    supersedes: str | None
+    proposer: str | None = None
 
     @property
     def slot(self) -> tuple[str, str, str]:
         return (self.kind, self.subject, self.attribute)
 
     @property
-    def ends_at(self) -> Optional[datetime]:
+    def ends_at(self) -> datetime | None:
         ends = [t for t in (self.valid_to, self.expires_at) if t is not None]
         return min(ends) if ends else None
 
@@ -91,11 +92,11 @@ class MRecord:
     source: str
     scope: ScopeT
     valid_from: datetime
-    valid_to: Optional[datetime] = None
-    ttl_days: Optional[int] = None  # preferences: expires valid_from + ttl
+    valid_to: datetime | None = None
+    ttl_days: int | None = None  # preferences: expires valid_from + ttl
 
     @property
-    def expires_at(self) -> Optional[datetime]:
+    def expires_at(self) -> datetime | None:
         return self.valid_from + timedelta(days=self.ttl_days) if self.ttl_days is not None else None
 
 
@@ -131,20 +132,27 @@ class Model:
     def hidden(self, row: MRow) -> bool:
         """Forgotten: rows of the subject from an older generation, rows of a forgotten actor's
         scope known by the forget — inside the forget's subtree, at every basis."""
-        return any(covers(t, row.scope) and ((t.subject == row.subject and row.generation < t.generation)
-                                             or (t.subject == row.scope[3] and row.known_since <= t.at))
-                   for t in self.tombs)
+        return any(
+            covers(t, row.scope)
+            and (
+                (t.subject == row.subject and row.generation < t.generation)
+                or (t.subject == row.scope[3] and row.known_since <= t.at)
+            )
+            for t in self.tombs
+        )
 
     def erased(self, rec: MRecord) -> bool:
         """History a forget erased: a tombstone of its subject (or its actor) covering it, at or after valid_from."""
-        return any(covers(t, rec.scope) and t.subject in (rec.subject, rec.scope[3]) and rec.valid_from <= t.at
-                   for t in self.tombs)
+        return any(
+            covers(t, rec.scope) and t.subject in (rec.subject, rec.scope[3]) and rec.valid_from <= t.at
+            for t in self.tombs
+        )
 
-    def retracted_at(self, row: MRow) -> Optional[datetime]:
+    def retracted_at(self, row: MRow) -> datetime | None:
         times = [r.known_since for r in self.rows if r.status == "retracted" and r.supersedes == row.record_id]
         return min(times) if times else None
 
-    def find(self, record_id: str) -> Optional[MRow]:
+    def find(self, record_id: str) -> MRow | None:
         """A stored row a raw lookup by id finds (not erased, not forgotten)."""
         for r in self.rows:
             if r.record_id == record_id and not self.hidden(r):
@@ -153,11 +161,17 @@ class Model:
 
     # --- writes
 
-    def plan(self, records: list[MRecord], status: str, *, supersedes: Optional[str] = None,
-             expires: Optional[list[Optional[datetime]]] = None) -> list[tuple[str, Optional[MRow]]]:
+    def plan(
+        self,
+        records: list[MRecord],
+        status: str,
+        *,
+        supersedes: str | None = None,
+        expires: list[datetime | None] | None = None,
+    ) -> list[tuple[str, MRow | None]]:
         """Expected action per record and the row it adds (None for duplicate / forgotten)."""
         self.seq += 1
-        out: list[tuple[str, Optional[MRow]]] = []
+        out: list[tuple[str, MRow | None]] = []
         batch: list[MRow] = []
         for pos, rec in enumerate(records):
             if self.erased(rec):
@@ -166,18 +180,44 @@ class Model:
             expires_at = expires[pos] if expires is not None else rec.expires_at
             pred = None
             if status == "active":
-                versions = [r for r in self.rows + batch if r.status == "active" and r.slot == (rec.kind, rec.subject, rec.attribute)
-                            and r.scope == rec.scope and not self.hidden(r) and self.retracted_at(r) is None]
+                versions = [
+                    r
+                    for r in self.rows + batch
+                    if r.status == "active"
+                    and r.slot == (rec.kind, rec.subject, rec.attribute)
+                    and r.scope == rec.scope
+                    and not self.hidden(r)
+                    and self.retracted_at(r) is None
+                ]
                 versions = [r for r in versions if r.valid_from <= rec.valid_from]
                 pred = max(versions, key=lambda r: (r.valid_from, r.seq, r.pos), default=None)
-            if (pred is not None and pred.value == rec.value and pred.valid_to == rec.valid_to
-                    and (pred.ends_at is None or pred.ends_at > rec.valid_from)):
+            if (
+                pred is not None
+                and pred.value == rec.value
+                and pred.valid_to == rec.valid_to
+                and (pred.ends_at is None or pred.ends_at > rec.valid_from)
+            ):
                 out.append(("duplicate", None))
                 continue
             points_to = supersedes or (pred.record_id if pred is not None else None)
-            row = MRow(f"new:{self.seq}:{pos}", rec.kind, rec.subject, rec.attribute, rec.value, rec.source, rec.scope, rec.valid_from,
-                       rec.valid_to, expires_at, status, datetime.min.replace(tzinfo=UTC), self.seq, pos,
-                       self.generation(rec.subject), points_to)
+            row = MRow(
+                f"new:{self.seq}:{pos}",
+                rec.kind,
+                rec.subject,
+                rec.attribute,
+                rec.value,
+                rec.source,
+                rec.scope,
+                rec.valid_from,
+                rec.valid_to,
+                expires_at,
+                status,
+                datetime.min.replace(tzinfo=UTC),
+                self.seq,
+                pos,
+                self.generation(rec.subject),
+                points_to,
+            )
             batch.append(row)
             out.append(("superseded" if points_to else "inserted", row))
         return out
@@ -189,15 +229,25 @@ class Model:
         scope depth, end and expiry, then the most specific scope."""
         heads: dict[tuple, MRow] = {}
         for r in self.rows:
-            if not (r.kind == kind and r.status == "active" and sees(reader, r.scope) and r.known_since <= known_at
-                    and r.valid_from <= valid_at and not self.hidden(r)):
+            if not (
+                r.kind == kind
+                and r.status == "active"
+                and sees(reader, r.scope)
+                and r.known_since <= known_at
+                and r.valid_from <= valid_at
+                and not self.hidden(r)
+            ):
                 continue
             retracted = self.retracted_at(r)
             if retracted is not None and retracted <= known_at:
                 continue
             key = (r.slot, depth(r.scope))
-            if key not in heads or (r.valid_from, r.known_since, r.seq, r.pos) > \
-                    (heads[key].valid_from, heads[key].known_since, heads[key].seq, heads[key].pos):
+            if key not in heads or (r.valid_from, r.known_since, r.seq, r.pos) > (
+                heads[key].valid_from,
+                heads[key].known_since,
+                heads[key].seq,
+                heads[key].pos,
+            ):
                 heads[key] = r
         best: dict[tuple, MRow] = {}
         for (slot, d), r in heads.items():
@@ -209,8 +259,16 @@ class Model:
                 best[slot] = r
         return list(best.values())
 
-    def read(self, reader: ScopeT, kinds: Iterable[str], known_at: datetime, valid_at: datetime, *,
-             subject: Optional[str] = None, filters: Optional[dict[str, Any]] = None) -> list[MRow]:
+    def read(
+        self,
+        reader: ScopeT,
+        kinds: Iterable[str],
+        known_at: datetime,
+        valid_at: datetime,
+        *,
+        subject: str | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> list[MRow]:
         """The visible set, then the caller's narrowing: subject and filters only keep or drop heads."""
         out = []
         for kind in kinds:
@@ -237,6 +295,7 @@ def text_of(row: MRow) -> str:
 
 # ---------------------------------------------------------------------------- the stores
 
+
 class StoreFactory:
     """Hands out isolated namespaces of a shared store, so examples do not pay a store's
     warm-up (tables, DuckDB, index partition) each time.
@@ -251,8 +310,8 @@ class StoreFactory:
     LEASES = 25
 
     def __init__(self) -> None:
-        self.store: Optional[ml.MemoryStore] = None
-        self.root: Optional[str] = None
+        self.store: ml.MemoryStore | None = None
+        self.root: str | None = None
         self.now = datetime(2026, 1, 1, tzinfo=UTC)
         self.leases = 0
 
@@ -263,8 +322,9 @@ class StoreFactory:
         if self.store is None or self.leases % self.LEASES == 0:
             self.close()
             self.root = tempfile.mkdtemp(prefix="memlake-model-")
-            self.store = ml.open(os.path.join(self.root, "store"), clock=self.clock,
-                                 embedder=ml.HashingEmbedder(dim=32))
+            self.store = ml.open(
+                os.path.join(self.root, "store"), clock=self.clock, embedder=ml.HashingEmbedder(dim=32)
+            )
         self.leases += 1
         self.now = (self.now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
         return self.store, f"d{self.leases}", self.now
@@ -272,8 +332,9 @@ class StoreFactory:
     def fresh_handle(self) -> ml.MemoryStore:
         """Another handle on the current store: nothing remembered from earlier reads."""
         assert self.root is not None
-        return ml.open(os.path.join(self.root, "store"), clock=self.clock, embedder=ml.HashingEmbedder(dim=32),
-                       create=False)
+        return ml.open(
+            os.path.join(self.root, "store"), clock=self.clock, embedder=ml.HashingEmbedder(dim=32), create=False
+        )
 
     def close(self) -> None:
         if self.store is not None:
@@ -288,6 +349,7 @@ FACTORY = StoreFactory()
 
 
 # ---------------------------------------------------------------------------- the machine
+
 
 def _scope(scope: ScopeT) -> ml.Scope:
     return ml.Scope(*scope)
@@ -308,9 +370,13 @@ class MemoryMachine(RuleBasedStateMachine):
         self.store, division, self.t0 = self.factory.lease()
         d = division
         self.scopes: dict[str, ScopeT] = {
-            "root": ("acme", d, None, None), "tier2": ("acme", d, "tier2", None), "tier1": ("acme", d, "tier1", None),
-            "alice": ("acme", d, "tier2", "alice"), "bob": ("acme", d, "tier1", "bob"),
-            "bot": ("acme", d, "tier2", "bot"), "carol": ("acme", d, "sales", "carol"),
+            "root": ("acme", d, None, None),
+            "tier2": ("acme", d, "tier2", None),
+            "tier1": ("acme", d, "tier1", None),
+            "alice": ("acme", d, "tier2", "alice"),
+            "bob": ("acme", d, "tier1", "bob"),
+            "bot": ("acme", d, "tier2", "bot"),
+            "carol": ("acme", d, "sales", "carol"),
             "other-org": ("globex", d, None, None),
         }
         s = self.scopes
@@ -326,14 +392,18 @@ class MemoryMachine(RuleBasedStateMachine):
             "outsider": ml.Principal("outsider", _scope(s["other-org"]), role="member"),
         }
         # who writes where (always allowed), who proposes where
-        self.writes = {"root-lead": ("root", "tier2", "tier1", "alice", "bob"), "lead": ("tier2", "alice", "bot"),
-                       "alice": ("alice",), "bob": ("bob",)}
+        self.writes = {
+            "root-lead": ("root", "tier2", "tier1", "alice", "bob"),
+            "lead": ("tier2", "alice", "bot"),
+            "alice": ("alice",),
+            "bob": ("bob",),
+        }
         self.proposes = {"bot": ("bot", "tier2", "root"), "lead": ("tier2",)}
         self.model = Model()
         self.ids: list[str] = []  # every record id the store returned
         self.proposals: list[str] = []
         self.purges = self.forgets = self.fresh = 0
-        self.last_read: Optional[tuple] = None
+        self.last_read: tuple | None = None
 
     # --- helpers
 
@@ -356,9 +426,17 @@ class MemoryMachine(RuleBasedStateMachine):
         vf = self.day(data.draw(st.integers(-5, 20)))
         vt = data.draw(st.one_of(st.none(), st.integers(1, 6).map(lambda n: vf + timedelta(days=n))))
         ttl = data.draw(st.sampled_from((2, 10, None))) if kind == "preference" else None
-        return MRecord(kind, data.draw(st.sampled_from(SUBJECTS)), data.draw(st.sampled_from(ATTRIBUTES)),
-                       data.draw(st.sampled_from(VALUES)), data.draw(st.sampled_from(SOURCES)),
-                       self.scopes[scope_name], vf, vt, ttl)
+        return MRecord(
+            kind,
+            data.draw(st.sampled_from(SUBJECTS)),
+            data.draw(st.sampled_from(ATTRIBUTES)),
+            data.draw(st.sampled_from(VALUES)),
+            data.draw(st.sampled_from(SOURCES)),
+            self.scopes[scope_name],
+            vf,
+            vt,
+            ttl,
+        )
 
     def _repeat_or_new(self, data: st.DataObject, scope_name: str) -> MRecord:
         """Half the time restate or change a record already written (duplicates, supersession)."""
@@ -383,16 +461,32 @@ class MemoryMachine(RuleBasedStateMachine):
     @staticmethod
     def _build(rec: MRecord) -> ml.Envelope:
         if rec.kind == "fact":
-            return ml.Fact(rec.subject, rec.attribute, rec.value, rec.valid_from, source=rec.source,
-                           valid_to=rec.valid_to, scope=_scope(rec.scope))
+            return ml.Fact(
+                rec.subject,
+                rec.attribute,
+                rec.value,
+                rec.valid_from,
+                source=rec.source,
+                valid_to=rec.valid_to,
+                scope=_scope(rec.scope),
+            )
         ttl = timedelta(days=rec.ttl_days) if rec.ttl_days is not None else None
-        return ml.Preference(rec.subject, rec.attribute, rec.value, rec.valid_from, source=rec.source,
-                             valid_to=rec.valid_to, ttl=ttl, scope=_scope(rec.scope))
+        return ml.Preference(
+            rec.subject,
+            rec.attribute,
+            rec.value,
+            rec.valid_from,
+            source=rec.source,
+            valid_to=rec.valid_to,
+            ttl=ttl,
+            scope=_scope(rec.scope),
+        )
 
-    def _apply(self, planned: list[tuple[str, Optional[MRow]]], results: Iterable[ml.WriteResult]) -> None:
+    def _apply(self, planned: list[tuple[str, MRow | None]], results: Iterable[ml.WriteResult]) -> None:
         results = list(results)
-        assert [a for a, _ in planned] == [r.action for r in results], \
+        assert [a for a, _ in planned] == [r.action for r in results], (
             f"actions: model {[a for a, _ in planned]}, store {[r.action for r in results]}"
+        )
         placeholders = {row.record_id: res.record_id for (_, row), res in zip(planned, results) if row is not None}
         for (action, row), res in zip(planned, results):
             if row is not None:
@@ -419,7 +513,7 @@ class MemoryMachine(RuleBasedStateMachine):
     def write(self, data: st.DataObject, writer: str) -> None:
         rec = self._repeat_or_new(data, data.draw(st.sampled_from(self.writes[writer])))
         planned = self.model.plan([rec], "active")
-        call = lambda: self.store.write(self._build(rec), by=self.principals[writer])  # noqa: E731
+        call = lambda: self.store.write(self._build(rec), by=self.principals[writer])
         if planned[0][0] == "forgotten":
             self._expect_error(ml.StaleGeneration, call)
             return
@@ -440,7 +534,7 @@ class MemoryMachine(RuleBasedStateMachine):
         rec = self._record(data, data.draw(st.sampled_from(self.proposes[proposer])))
         rec.valid_to = None
         planned = self.model.plan([rec], "proposed")
-        call = lambda: self.store.propose(self._build(rec), by=self.principals[proposer])  # noqa: E731
+        call = lambda: self.store.propose(self._build(rec), by=self.principals[proposer])
         if planned[0][0] == "forgotten":
             self._expect_error(ml.StaleGeneration, call)
             return
@@ -456,14 +550,25 @@ class MemoryMachine(RuleBasedStateMachine):
         pid = data.draw(st.sampled_from(self.proposals))
         correction = data.draw(st.sampled_from(({}, {"value": "C"}, {"valid_from": self.day(-4)})))
         by = self.principals[approver]
-        call = lambda: self.store.approve(pid, by=by, **correction)  # noqa: E731
+        call = lambda: self.store.approve(pid, by=by, **correction)
         row = self.model.find(pid)
         if row is None or row.status != "proposed":
             return self._expect_error(ml.ValidationError, call)
-        if not contains(self.scopes["root" if approver == "root-lead" else "tier2"], row.scope) or row.proposer == by.id:
+        if (
+            not contains(self.scopes["root" if approver == "root-lead" else "tier2"], row.scope)
+            or row.proposer == by.id
+        ):
             return self._expect_error(ml.PermissionDenied, call)
-        rec = MRecord(row.kind, row.subject, row.attribute, correction.get("value", row.value), row.source, row.scope,
-                      correction.get("valid_from", row.valid_from), row.valid_to)
+        rec = MRecord(
+            row.kind,
+            row.subject,
+            row.attribute,
+            correction.get("value", row.value),
+            row.source,
+            row.scope,
+            correction.get("valid_from", row.valid_from),
+            row.valid_to,
+        )
         planned = self.model.plan([rec], "active", supersedes=pid, expires=[row.expires_at])
         if planned[0][0] == "forgotten":
             return self._expect_error(ml.StaleGeneration, call)
@@ -473,19 +578,35 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(data=st.data(), retractor=st.sampled_from(("root-lead", "alice")))
     def retract(self, data: st.DataObject, retractor: str) -> None:
         rid = data.draw(st.sampled_from(self.ids))
-        call = lambda: self.store.retract(rid, by=self.principals[retractor], reason="wrong")  # noqa: E731
+        call = lambda: self.store.retract(rid, by=self.principals[retractor], reason="wrong")
         row = self.model.find(rid)
         if row is None or row.status != "active":
             return self._expect_error(ml.ValidationError, call)
         if retractor == "alice" and row.scope != self.scopes["alice"]:
             return self._expect_error(ml.PermissionDenied, call)
-        if self.model.erased(MRecord(row.kind, row.subject, row.attribute, row.value, row.source, row.scope,
-                                     row.valid_from)):
+        if self.model.erased(
+            MRecord(row.kind, row.subject, row.attribute, row.value, row.source, row.scope, row.valid_from)
+        ):
             return self._expect_error(ml.StaleGeneration, call)
         self.model.seq += 1
-        marker = MRow("", row.kind, row.subject, row.attribute, row.value, row.source, row.scope, row.valid_from,
-                      row.valid_to, row.expires_at, "retracted", row.known_since, self.model.seq, 0,
-                      self.model.generation(row.subject), rid)
+        marker = MRow(
+            "",
+            row.kind,
+            row.subject,
+            row.attribute,
+            row.value,
+            row.source,
+            row.scope,
+            row.valid_from,
+            row.valid_to,
+            row.expires_at,
+            "retracted",
+            row.known_since,
+            self.model.seq,
+            0,
+            self.model.generation(row.subject),
+            rid,
+        )
         self._apply([("superseded", marker)], [call()])
 
     @precondition(lambda self: self.forgets < self.MAX_FORGETS)
@@ -506,12 +627,28 @@ class MemoryMachine(RuleBasedStateMachine):
         report = self.store.purge(by=self.principals["dpo"])
         assert report.verified, report.leftovers
         root, now = self.scopes["root"], self.now()
-        self.model.rows = [r for r in self.model.rows if not (contains(root, r.scope) and (
-            self.model.hidden(r) or (r.kind == "preference" and r.status != "retracted"
-                                     and r.expires_at is not None and r.expires_at <= now)))]
+        self.model.rows = [
+            r
+            for r in self.model.rows
+            if not (
+                contains(root, r.scope)
+                and (
+                    self.model.hidden(r)
+                    or (
+                        r.kind == "preference"
+                        and r.status != "retracted"
+                        and r.expires_at is not None
+                        and r.expires_at <= now
+                    )
+                )
+            )
+        ]
 
-    @rule(step=st.sampled_from((timedelta(0), timedelta(hours=1), timedelta(days=1), timedelta(days=3),
-                                timedelta(days=10))))
+    @rule(
+        step=st.sampled_from(
+            (timedelta(0), timedelta(hours=1), timedelta(days=1), timedelta(days=3), timedelta(days=10))
+        )
+    )
     def move_clock(self, step: timedelta) -> None:
         self.factory.now = self.factory.now + step
 
@@ -529,7 +666,7 @@ class MemoryMachine(RuleBasedStateMachine):
             return {"known_at": t}, t, now
         return {"valid_at": t}, now, t
 
-    def _filters(self, data: st.DataObject) -> Optional[dict[str, Any]]:
+    def _filters(self, data: st.DataObject) -> dict[str, Any] | None:
         which = data.draw(st.sampled_from(("none", "none", "source", "value", "record_id", "attribute")))
         if which == "none":
             return None
@@ -543,15 +680,25 @@ class MemoryMachine(RuleBasedStateMachine):
             return None
         return {"record_id": data.draw(st.sampled_from(self.ids))}
 
-    @rule(data=st.data(), reader=st.sampled_from(("alice", "bob", "lead", "root-lead", "bot", "carol", "dpo",
-                                                  "outsider")))
+    @rule(
+        data=st.data(), reader=st.sampled_from(("alice", "bob", "lead", "root-lead", "bot", "carol", "dpo", "outsider"))
+    )
     def read(self, data: st.DataObject, reader: str) -> None:
         what = data.draw(st.sampled_from(("get_fact", "recall", "recall", "context", "replay")))
         basis, known_at, valid_at = self._basis(data)
         subject = data.draw(st.one_of(st.none(), st.sampled_from(SUBJECTS)))
         kinds = data.draw(st.sampled_from((None, ("fact",), ("preference",), ("fact", "preference"))))
-        spec = (what, reader, basis, known_at, valid_at, subject, kinds, self._filters(data),
-                data.draw(st.sampled_from(ATTRIBUTES)))
+        spec = (
+            what,
+            reader,
+            basis,
+            known_at,
+            valid_at,
+            subject,
+            kinds,
+            self._filters(data),
+            data.draw(st.sampled_from(ATTRIBUTES)),
+        )
         self.last_read = spec
         self.check_reads(self.store, spec)
 
@@ -578,33 +725,48 @@ class MemoryMachine(RuleBasedStateMachine):
         """Run one read on *store* and compare it with the model's answer."""
         what, reader, basis, known_at, valid_at, subject, kinds, filters, attribute = spec
         by = self.principals[reader]
-        scope = self.scopes[{"root-lead": "root", "lead": "tier2", "dpo": "root", "outsider": "other-org"}.get(
-            reader, reader)]
+        scope = self.scopes[
+            {"root-lead": "root", "lead": "tier2", "dpo": "root", "outsider": "other-org"}.get(reader, reader)
+        ]
         model_kinds = kinds or KINDS
         if what == "get_fact":
             kind = (kinds or ("fact",))[0]
-            expected = [r.record_id for r in self.model.read(scope, [kind], known_at, valid_at,
-                                                             subject=subject or "user:1",
-                                                             filters={"attribute": attribute})]
+            expected = [
+                r.record_id
+                for r in self.model.read(
+                    scope, [kind], known_at, valid_at, subject=subject or "user:1", filters={"attribute": attribute}
+                )
+            ]
             got = store.get_fact(subject or "user:1", attribute, by=by, kind=kind, **basis)
             assert ([got.record_id] if got else []) == expected, (spec, got, expected)
             return
         rows = self.model.read(scope, model_kinds, known_at, valid_at, subject=subject, filters=filters)
         if what == "recall":
-            hits = store.recall("what plan and seats", by=by, subject=subject, kinds=kinds, k=self.K,
-                                filters=filters, **basis)
+            hits = store.recall(
+                "what plan and seats", by=by, subject=subject, kinds=kinds, k=self.K, filters=filters, **basis
+            )
             got_ids = [h.record.record_id for h in hits]
             assert len(got_ids) == len(set(got_ids)), f"duplicate hits {got_ids}"
             assert set(got_ids) == {r.record_id for r in rows}, self._diff(spec, set(got_ids), rows)
         elif what == "context":
-            text = store.context("what plan and seats", by=by, subject=subject, kinds=kinds, k=self.K,
-                                 budget_tokens=100_000, **({"filters": filters} if filters else {}), **basis)
+            text = store.context(
+                "what plan and seats",
+                by=by,
+                subject=subject,
+                kinds=kinds,
+                k=self.K,
+                budget_tokens=100_000,
+                **({"filters": filters} if filters else {}),
+                **basis,
+            )
             lines = [line[2:].split(" [")[0] for line in text.splitlines()[1:]]
             assert sorted(lines) == sorted(text_of(r) for r in rows), (spec, lines, [text_of(r) for r in rows])
         else:  # replay: decisions at their own time (both clocks); filters do not apply
             at = known_at if "as_of" in basis or "known_at" in basis else valid_at
-            others = [(f"x{i}", self.principals[p], "plan", s, at) for i, (p, s) in
-                      enumerate((("alice", None), ("bob", "user:1"), ("lead", "alice")))]
+            others = [
+                (f"x{i}", self.principals[p], "plan", s, at)
+                for i, (p, s) in enumerate((("alice", None), ("bob", "user:1"), ("lead", "alice")))
+            ]
             decisions = [("d0", by, "plan", subject, at)] + others
             seen = store.replay(decisions, kinds=list(model_kinds)).visible
             got = set(zip(seen.column("decision_id").to_pylist(), seen.column("record_id").to_pylist()))
@@ -617,8 +779,10 @@ class MemoryMachine(RuleBasedStateMachine):
     def _diff(self, spec: tuple, got: set[str], rows: list[MRow]) -> str:
         want = {r.record_id for r in rows}
         by_id = {r.record_id: r for r in self.model.rows}
-        return (f"{spec}\n  store only: {[by_id.get(i, i) for i in sorted(got - want)]}"
-                f"\n  model only: {[by_id.get(i, i) for i in sorted(want - got)]}")
+        return (
+            f"{spec}\n  store only: {[by_id.get(i, i) for i in sorted(got - want)]}"
+            f"\n  model only: {[by_id.get(i, i) for i in sorted(want - got)]}"
+        )
 
     @invariant()
     def clock_is_the_commit_clock(self) -> None:

@@ -7,15 +7,14 @@ helpers (function-scoped fixtures do not reset between Hypothesis examples).
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterable
 
 import pyarrow.parquet as pq
 
 import memory_lakehouse as ml
 
-UTC = timezone.utc
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -72,8 +71,7 @@ def fact(subject: str, attribute: str, value, valid_from: datetime, **kw) -> ml.
 def episode(service: str, symptom: str, outcome: str, observed_at: datetime, **kw) -> ml.Episode:
     kw.setdefault("source", "test@v1")
     kw.setdefault("evidence", "https://tracker.example/INC-1")
-    return ml.Episode(service, kw.pop("env", "prod"), symptom, kw.pop("action", "restart"), outcome,
-                      observed_at, **kw)
+    return ml.Episode(service, kw.pop("env", "prod"), symptom, kw.pop("action", "restart"), outcome, observed_at, **kw)
 
 
 def files_under(root: str | Path) -> list[Path]:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import memory_lakehouse as ml
 from _support import CURATOR, fact
+
+import memory_lakehouse as ml
 
 
 def child_writes(path: str, writes: int, start: datetime, started, out) -> None:
     """Append *writes* single facts to the store at *path* (policy off: the parent maintains)."""
-    store = ml.open(path, clock=lambda: start, embedder=ml.HashingEmbedder(),
-                    maintenance=ml.MaintenancePolicy(None, None))
+    store = ml.open(
+        path, clock=lambda: start, embedder=ml.HashingEmbedder(), maintenance=ml.MaintenancePolicy(None, None)
+    )
     started.set()
     ids = []
     for n in range(writes):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from _support import SimClock
 
 import memory_lakehouse as ml
-from _support import SimClock
 
 
 @pytest.fixture

@@ -27,17 +27,35 @@ def conversation(seed: int = 0, *, sessions: int = 3, turns: int = 6) -> dict[st
         topic = TOPICS[(n - 1 + seed) % len(TOPICS)]
         data[f"session_{n}_date_time"] = DATES[n - 1]
         data[f"session_{n}"] = [
-            {"speaker": (a, b)[i % 2], "dia_id": f"D{n}:{i + 1}",
-             "text": f"we talked about {topic[i % len(topic)]} and {topic[(i + 1) % len(topic)]} today, part {i}"}
-            for i in range(turns)]
-        data["qa"].append({"question": f"What did {a} say about the {topic[1]} and {topic[2]}?",
-                           "answer": topic[0], "evidence": [f"D{n}:2"], "category": 4})
-        data["qa"].append({"question": f"When did they discuss {topic[0]}?", "answer": DATES[n - 1],
-                           "evidence": [f"D:{n}:1"], "category": 2})  # malformed the release's way
-    data["qa"].append({"question": "Which two hobbies came up?", "answer": "two",
-                       "evidence": ["D1:1; D2:1"], "category": 1})
-    data["qa"].append({"question": "What is Ava's favourite car?", "adversarial_answer": "none",
-                       "evidence": ["D1:3"], "category": 5})
+            {
+                "speaker": (a, b)[i % 2],
+                "dia_id": f"D{n}:{i + 1}",
+                "text": f"we talked about {topic[i % len(topic)]} and {topic[(i + 1) % len(topic)]} today, part {i}",
+            }
+            for i in range(turns)
+        ]
+        data["qa"].append(
+            {
+                "question": f"What did {a} say about the {topic[1]} and {topic[2]}?",
+                "answer": topic[0],
+                "evidence": [f"D{n}:2"],
+                "category": 4,
+            }
+        )
+        data["qa"].append(
+            {
+                "question": f"When did they discuss {topic[0]}?",
+                "answer": DATES[n - 1],
+                "evidence": [f"D:{n}:1"],
+                "category": 2,
+            }
+        )  # malformed the release's way
+    data["qa"].append(
+        {"question": "Which two hobbies came up?", "answer": "two", "evidence": ["D1:1; D2:1"], "category": 1}
+    )
+    data["qa"].append(
+        {"question": "What is Ava's favourite car?", "adversarial_answer": "none", "evidence": ["D1:3"], "category": 5}
+    )
     data["qa"].append({"question": "Does this name a turn?", "answer": "no", "evidence": ["D"], "category": 4})
     return data
 

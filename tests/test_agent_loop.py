@@ -12,9 +12,9 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from _support import ALICE, BOT, ORG, STEWARD, TIER1, TIER2, day
 
 import memory_lakehouse as ml
-from _support import ALICE, BOT, ORG, STEWARD, TIER1, TIER2, day
 from agent_loop import ChatModel, ModelUnavailable, TurnResult, run_turn
 from agent_loop import demo as agent_demo
 from agent_loop.turn import NO_MEMORY, SYSTEM_PROMPT
@@ -58,15 +58,39 @@ def store(tmp_path, clock):  # the hashing embedder keeps these tests fast; visi
 def story(store, clock):
     """customer-728: plan Free Starter (day 1) superseded by Enterprise Pro (day 14) in tier 2;
     a retention note in the sibling team tier 1; an org-wide knowledge-base page."""
-    store.write(ml.Reference("kb://seats", "Seat limits", "Enterprise plans allow up to 100 members.", day(1),
-                             source="kb@v4"), by=ml.Principal("kb", ORG, role="curator"))
-    first = store.write(ml.Fact("customer-728", "plan", "Free Starter", day(1), source="crm",
-                                evidence="crm:evt-101", scope=TIER2), by=LEAD)
-    store.write(ml.Fact("customer-728", "retention_offer", "40% churn discount", day(1), source="crm",
-                        evidence="crm:note-77", scope=TIER1), by=LEAD1)
+    store.write(
+        ml.Reference("kb://seats", "Seat limits", "Enterprise plans allow up to 100 members.", day(1), source="kb@v4"),
+        by=ml.Principal("kb", ORG, role="curator"),
+    )
+    first = store.write(
+        ml.Fact("customer-728", "plan", "Free Starter", day(1), source="crm", evidence="crm:evt-101", scope=TIER2),
+        by=LEAD,
+    )
+    store.write(
+        ml.Fact(
+            "customer-728",
+            "retention_offer",
+            "40% churn discount",
+            day(1),
+            source="crm",
+            evidence="crm:note-77",
+            scope=TIER1,
+        ),
+        by=LEAD1,
+    )
     clock.set(day(14))
-    upgrade = store.write(ml.Fact("customer-728", "plan", "Enterprise Pro", day(14), source="billing",
-                                  evidence="billing:inv-2231", scope=TIER2), by=LEAD)
+    upgrade = store.write(
+        ml.Fact(
+            "customer-728",
+            "plan",
+            "Enterprise Pro",
+            day(14),
+            source="billing",
+            evidence="billing:inv-2231",
+            scope=TIER2,
+        ),
+        by=LEAD,
+    )
     assert upgrade.supersedes == first.record_id
     clock.set(day(20))
     return store
@@ -89,8 +113,14 @@ def test_a_sibling_teams_memory_never_reaches_the_prompt(story):
 
 def test_a_superseded_value_never_reaches_the_prompt(story):
     model = RecordingModel()
-    result = run_turn(story, model, "What plan is customer-728 on? Free Starter?", by=AGENT,
-                      subject="customer-728", budget_tokens=2000)
+    result = run_turn(
+        story,
+        model,
+        "What plan is customer-728 on? Free Starter?",
+        by=AGENT,
+        subject="customer-728",
+        budget_tokens=2000,
+    )
     seen = model.seen()
     assert 'plan: "Enterprise Pro"' in seen and "billing:inv-2231" in seen
     assert "crm:evt-101" not in seen and 'plan: "Free Starter"' not in seen
@@ -176,8 +206,7 @@ def test_a_forgotten_subject_never_reaches_the_prompt(story):
 
 def test_a_turn_replayed_as_of_a_past_day_sees_only_what_was_known_then(story):
     model = RecordingModel()
-    result = run_turn(story, model, "What plan is customer-728 on?", by=AGENT, subject="customer-728",
-                      as_of=day(10))
+    result = run_turn(story, model, "What plan is customer-728 on?", by=AGENT, subject="customer-728", as_of=day(10))
     assert 'plan: "Free Starter"' in result.context and "Enterprise Pro" not in model.seen()
 
 
@@ -209,8 +238,13 @@ def test_the_demo_refuses_to_empty_a_directory_that_is_not_a_store(tmp_path):
 def test_the_library_never_imports_agent_loop():
     for path in (ROOT / "memory_lakehouse").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not any(n.split(".")[0] == "agent_loop" for n in names), path
 
 
@@ -220,8 +254,9 @@ def test_agent_loop_imports_only_the_public_api():
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("memory_lakehouse"):
                 raise AssertionError(f"{path.name} imports from {node.module}: use `import memory_lakehouse as ml`")
             if isinstance(node, ast.Import):
-                assert all(a.name == "memory_lakehouse" or not a.name.startswith("memory_lakehouse.")
-                           for a in node.names), path
+                assert all(
+                    a.name == "memory_lakehouse" or not a.name.startswith("memory_lakehouse.") for a in node.names
+                ), path
 
 
 @pytest.mark.slow
@@ -233,8 +268,10 @@ def test_the_real_smollm2_adapter_answers_greedily_and_repeatably():
 
     model = SmolLM2()
     try:
-        messages = [{"role": "system", "content": "Answer in one word."},
-                    {"role": "user", "content": "What colour is the sky on a clear day?"}]
+        messages = [
+            {"role": "system", "content": "Answer in one word."},
+            {"role": "user", "content": "What colour is the sky on a clear day?"},
+        ]
         first = model.complete(messages, max_tokens=8)
         assert isinstance(first, str) and first.strip()
         assert model.complete(messages, max_tokens=8) == first  # temperature 0, fixed seed
@@ -252,8 +289,9 @@ def test_a_turn_with_the_real_model_sees_only_the_store_block(story):
 
     model = SmolLM2()
     try:
-        result = run_turn(story, model, "What plan is customer-728 on?", by=AGENT, subject="customer-728",
-                          max_tokens=16)
+        result = run_turn(
+            story, model, "What plan is customer-728 on?", by=AGENT, subject="customer-728", max_tokens=16
+        )
     finally:
         model.close()
     assert isinstance(result, TurnResult) and result.reply and result.model == SmolLM2.name

@@ -9,14 +9,13 @@ null), and that must not hide them.
 from __future__ import annotations
 
 import pytest
+from _support import AGENT, CURATOR, MEMBER, STEWARD, day, fact
 
 import memory_lakehouse as ml
-from _support import AGENT, CURATOR, MEMBER, STEWARD, day, fact
 
 
 def _trail(store, record_id, **kw):
-    return [(e.operation, e.actor, e.reason, e.record_ids)
-            for e in store.audit(record_id=record_id, by=STEWARD, **kw)]
+    return [(e.operation, e.actor, e.reason, e.record_ids) for e in store.audit(record_id=record_id, by=STEWARD, **kw)]
 
 
 def test_audit_by_record_id_finds_the_write_of_a_plain_record(store, clock):
@@ -25,7 +24,8 @@ def test_audit_by_record_id_finds_the_write_of_a_plain_record(store, clock):
     events = store.audit(record_id=res.record_id, by=STEWARD)
 
     assert [(e.operation, e.actor, e.reason, e.record_ids) for e in events] == [
-        ("write", "alice", "signup form", (res.record_id,))]
+        ("write", "alice", "signup form", (res.record_id,))
+    ]
     assert (events[0].txn_id, events[0].committed_at) == (res.txn_id, res.known_since)
 
 
@@ -35,8 +35,10 @@ def test_audit_by_record_id_shows_a_superseded_record_and_the_write_that_superse
     new = store.write(fact("user:42", "plan", "Enterprise Pro", day(1)), by=MEMBER, reason="upgrade invoice 2231")
     assert new.supersedes == old.record_id
 
-    assert _trail(store, old.record_id) == [("write", "alice", None, (old.record_id,)),
-                                            ("write", "alice", "upgrade invoice 2231", (new.record_id,))]
+    assert _trail(store, old.record_id) == [
+        ("write", "alice", None, (old.record_id,)),
+        ("write", "alice", "upgrade invoice 2231", (new.record_id,)),
+    ]
     assert _trail(store, new.record_id) == [("write", "alice", "upgrade invoice 2231", (new.record_id,))]
 
 
@@ -47,9 +49,11 @@ def test_audit_by_record_id_follows_a_proposal_and_its_approval(store, clock):
 
     assert _trail(store, prop.record_id) == [
         ("propose", "triage-bot", "agent turn 7", (prop.record_id,)),
-        ("approve", "lead", f"approved proposal {prop.record_id}", (approved.record_id,))]
+        ("approve", "lead", f"approved proposal {prop.record_id}", (approved.record_id,)),
+    ]
     assert _trail(store, approved.record_id) == [
-        ("approve", "lead", f"approved proposal {prop.record_id}", (approved.record_id,))]
+        ("approve", "lead", f"approved proposal {prop.record_id}", (approved.record_id,))
+    ]
 
 
 def test_audit_by_record_id_shows_a_retraction_with_its_reason(store, clock):
@@ -57,8 +61,10 @@ def test_audit_by_record_id_shows_a_retraction_with_its_reason(store, clock):
     clock.advance(hours=1)
     gone = store.retract(res.record_id, by=MEMBER, reason="typo in the CRM import")
 
-    assert _trail(store, res.record_id) == [("write", "alice", None, (res.record_id,)),
-                                            ("retract", "alice", "typo in the CRM import", (gone.record_id,))]
+    assert _trail(store, res.record_id) == [
+        ("write", "alice", None, (res.record_id,)),
+        ("retract", "alice", "typo in the CRM import", (gone.record_id,)),
+    ]
 
 
 def test_audit_by_subject_and_record_id_needs_both_to_match(store, clock):
@@ -66,7 +72,8 @@ def test_audit_by_subject_and_record_id_needs_both_to_match(store, clock):
     store.write(fact("user:43", "plan", "Starter", day(0)), by=MEMBER)
 
     assert [e.record_ids for e in store.audit(subject="user:42", record_id=res.record_id, by=STEWARD)] == [
-        (res.record_id,)]
+        (res.record_id,)
+    ]
     assert store.audit(subject="user:43", record_id=res.record_id, by=STEWARD) == []
 
 

@@ -10,9 +10,9 @@ import re
 from datetime import datetime, timedelta
 
 import pytest
+from _support import AGENT, BOB, MEMBER, ORG, TIER2, day, episode, fact, snapshot
 
 import memory_lakehouse as ml
-from _support import AGENT, BOB, MEMBER, ORG, TIER2, day, episode, fact, snapshot
 
 
 @pytest.fixture
@@ -32,56 +32,123 @@ def good_batch(n: int = 50) -> list:
 NAIVE = datetime(2026, 1, 1, 12, 0)
 
 CASES = {
-    "naive valid_from": (lambda s: s.write(fact("user:1", "plan", "Pro", NAIVE), by=MEMBER),
-                         ml.ValidationError, "valid_from"),
-    "naive valid_to": (lambda s: s.write(fact("user:1", "plan", "Pro", day(1), valid_to=NAIVE + timedelta(days=9)),
-                                         by=MEMBER), ml.ValidationError, "valid_to"),
-    "naive expires_at": (lambda s: s.write(fact("user:1", "plan", "Pro", day(1), expires_at=NAIVE), by=MEMBER),
-                         ml.ValidationError, "expires_at"),
-    "naive observed_at": (lambda s: s.write(episode("checkout", "x", "fixed", NAIVE), by=MEMBER),
-                          ml.ValidationError, "observed_at"),
-    "missing source": (lambda s: s.write(ml.Fact("user:1", "plan", "Pro", day(1)), by=MEMBER),
-                       ml.ValidationError, "source"),
-    "blank source": (lambda s: s.write(fact("user:1", "plan", "Pro", day(1), source="  "), by=MEMBER),
-                     ml.ValidationError, "source"),
-    "unknown outcome": (lambda s: s.write(episode("checkout", "x", "maybe", day(1)), by=MEMBER),
-                        ml.ValidationError, "outcome"),
-    "episode without evidence": (lambda s: s.write(episode("checkout", "x", "fixed", day(1), evidence=None),
-                                                   by=MEMBER), ml.ValidationError, "evidence"),
-    "write outside the writer's scope": (lambda s: s.write(fact("user:1", "plan", "Pro", day(1), scope=BOB),
-                                                           by=MEMBER), ml.PermissionDenied, None),
-    "write at the team from an actor scope": (lambda s: s.write(fact("user:1", "plan", "Pro", day(1)),
-                                                                by=MEMBER, scope=TIER2), ml.PermissionDenied, None),
-    "an agent's direct write": (lambda s: s.write(fact("user:1", "plan", "Pro", day(1)), by=AGENT),
-                                ml.PermissionDenied, None),
-    "a non-record object": (lambda s: s.write({"subject": "user:1", "value": "Pro"}, by=MEMBER),
-                            ml.ValidationError, "record"),
+    "naive valid_from": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", NAIVE), by=MEMBER),
+        ml.ValidationError,
+        "valid_from",
+    ),
+    "naive valid_to": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(1), valid_to=NAIVE + timedelta(days=9)), by=MEMBER),
+        ml.ValidationError,
+        "valid_to",
+    ),
+    "naive expires_at": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(1), expires_at=NAIVE), by=MEMBER),
+        ml.ValidationError,
+        "expires_at",
+    ),
+    "naive observed_at": (
+        lambda s: s.write(episode("checkout", "x", "fixed", NAIVE), by=MEMBER),
+        ml.ValidationError,
+        "observed_at",
+    ),
+    "missing source": (
+        lambda s: s.write(ml.Fact("user:1", "plan", "Pro", day(1)), by=MEMBER),
+        ml.ValidationError,
+        "source",
+    ),
+    "blank source": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(1), source="  "), by=MEMBER),
+        ml.ValidationError,
+        "source",
+    ),
+    "unknown outcome": (
+        lambda s: s.write(episode("checkout", "x", "maybe", day(1)), by=MEMBER),
+        ml.ValidationError,
+        "outcome",
+    ),
+    "episode without evidence": (
+        lambda s: s.write(episode("checkout", "x", "fixed", day(1), evidence=None), by=MEMBER),
+        ml.ValidationError,
+        "evidence",
+    ),
+    "write outside the writer's scope": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(1), scope=BOB), by=MEMBER),
+        ml.PermissionDenied,
+        None,
+    ),
+    "write at the team from an actor scope": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(1)), by=MEMBER, scope=TIER2),
+        ml.PermissionDenied,
+        None,
+    ),
+    "an agent's direct write": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(1)), by=AGENT),
+        ml.PermissionDenied,
+        None,
+    ),
+    "a non-record object": (
+        lambda s: s.write({"subject": "user:1", "value": "Pro"}, by=MEMBER),
+        ml.ValidationError,
+        "record",
+    ),
     "a string instead of a record": (lambda s: s.write("user:1 is on Pro", by=MEMBER), ml.ValidationError, "record"),
-    "confidence 1.5": (lambda s: s.write(fact("user:1", "plan", "Pro", day(1), confidence=1.5), by=MEMBER),
-                       ml.ValidationError, "confidence"),
-    "confidence as text": (lambda s: s.write(fact("user:1", "plan", "Pro", day(1), confidence="high"), by=MEMBER),
-                           ml.ValidationError, "confidence"),
-    "valid_to before valid_from": (lambda s: s.write(fact("user:1", "plan", "Pro", day(5), valid_to=day(4)),
-                                                     by=MEMBER), ml.ValidationError, "valid_to"),
-    "valid_to equal to valid_from": (lambda s: s.write(fact("user:1", "plan", "Pro", day(5), valid_to=day(5)),
-                                                       by=MEMBER), ml.ValidationError, "valid_to"),
-    "by is not a principal": (lambda s: s.write(fact("user:1", "plan", "Pro", day(1)), by="alice"),
-                              ml.ValidationError, "by"),
-    "unknown authority": (lambda s: s.write(fact("user:1", "plan", "Pro", day(1), authority="rumour"), by=MEMBER),
-                          ml.ValidationError, "authority"),
-    "missing value": (lambda s: s.write(fact("user:1", "plan", None, day(1)), by=MEMBER),
-                      ml.ValidationError, "value"),
-    "50 good records and one bad at the end": (lambda s: s.write_many(
-        good_batch() + [fact("user:x", "plan", "Pro", NAIVE)], by=MEMBER), ml.ValidationError, "valid_from"),
-    "50 good records and one bad first": (lambda s: s.write_many(
-        [episode("checkout", "x", "fixed", day(1), evidence=None)] + good_batch(), by=MEMBER),
-        ml.ValidationError, "evidence"),
-    "50 good records and a non-record in the middle": (lambda s: s.write_many(
-        good_batch(25) + [object()] + good_batch(25), by=MEMBER), ml.ValidationError, "record"),
-    "50 good records and one outside the scope": (lambda s: s.write_many(
-        good_batch() + [fact("user:x", "plan", "Pro", day(1), scope=ORG)], by=MEMBER), ml.PermissionDenied, None),
-    "a proposal at a sibling's scope": (lambda s: s.propose(fact("user:1", "plan", "Pro", day(1), scope=BOB),
-                                                            by=AGENT), ml.PermissionDenied, None),
+    "confidence 1.5": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(1), confidence=1.5), by=MEMBER),
+        ml.ValidationError,
+        "confidence",
+    ),
+    "confidence as text": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(1), confidence="high"), by=MEMBER),
+        ml.ValidationError,
+        "confidence",
+    ),
+    "valid_to before valid_from": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(5), valid_to=day(4)), by=MEMBER),
+        ml.ValidationError,
+        "valid_to",
+    ),
+    "valid_to equal to valid_from": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(5), valid_to=day(5)), by=MEMBER),
+        ml.ValidationError,
+        "valid_to",
+    ),
+    "by is not a principal": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(1)), by="alice"),
+        ml.ValidationError,
+        "by",
+    ),
+    "unknown authority": (
+        lambda s: s.write(fact("user:1", "plan", "Pro", day(1), authority="rumour"), by=MEMBER),
+        ml.ValidationError,
+        "authority",
+    ),
+    "missing value": (lambda s: s.write(fact("user:1", "plan", None, day(1)), by=MEMBER), ml.ValidationError, "value"),
+    "50 good records and one bad at the end": (
+        lambda s: s.write_many(good_batch() + [fact("user:x", "plan", "Pro", NAIVE)], by=MEMBER),
+        ml.ValidationError,
+        "valid_from",
+    ),
+    "50 good records and one bad first": (
+        lambda s: s.write_many([episode("checkout", "x", "fixed", day(1), evidence=None)] + good_batch(), by=MEMBER),
+        ml.ValidationError,
+        "evidence",
+    ),
+    "50 good records and a non-record in the middle": (
+        lambda s: s.write_many(good_batch(25) + [object()] + good_batch(25), by=MEMBER),
+        ml.ValidationError,
+        "record",
+    ),
+    "50 good records and one outside the scope": (
+        lambda s: s.write_many(good_batch() + [fact("user:x", "plan", "Pro", day(1), scope=ORG)], by=MEMBER),
+        ml.PermissionDenied,
+        None,
+    ),
+    "a proposal at a sibling's scope": (
+        lambda s: s.propose(fact("user:1", "plan", "Pro", day(1), scope=BOB), by=AGENT),
+        ml.PermissionDenied,
+        None,
+    ),
 }
 
 
@@ -132,6 +199,7 @@ def test_a_big_batch_leaves_the_garbage_collector_as_it_found_it_even_when_it_fa
 
 # ---------------------------------------------------------------- where in a batch (issue 10, item 6)
 
+
 def test_a_bad_record_in_a_big_batch_is_named_by_its_index_and_nothing_is_written(populated):
     batch = good_batch(5000)
     batch[2999] = ml.Fact("batch:2999", "plan", "Pro", day(1))  # no source
@@ -156,8 +224,14 @@ BIG = "x" * 70_000
 
 
 def _policy(**kw):
-    return ml.Policy(kw.pop("policy_id", "returns"), kw.pop("text", "30 days"), kw.pop("conditions", {"market": "US"}),
-                     day(1), source="handbook", **kw)
+    return ml.Policy(
+        kw.pop("policy_id", "returns"),
+        kw.pop("text", "30 days"),
+        kw.pop("conditions", {"market": "US"}),
+        day(1),
+        source="handbook",
+        **kw,
+    )
 
 
 TOO_BIG = {
@@ -187,8 +261,9 @@ def test_text_over_the_limit_is_refused_naming_the_field_and_its_size(populated,
     with pytest.raises(ml.ValidationError) as err:
         populated.write_many(good_batch(3) + [make()], by=P)
     assert err.value.field == name and err.value.index == 3
-    assert re.search(rf"^records\[3\]: {name} is [\d,]+ bytes of UTF-8 text, over the limit of 65,536 bytes",
-                     str(err.value))
+    assert re.search(
+        rf"^records\[3\]: {name} is [\d,]+ bytes of UTF-8 text, over the limit of 65,536 bytes", str(err.value)
+    )
     assert snapshot(populated.root) == before
 
 
@@ -203,8 +278,7 @@ def test_the_limit_is_set_on_open_and_counts_utf8_bytes(tmp_path, clock):
 
 
 def test_the_default_limit_takes_tens_of_kilobytes(populated):
-    populated.write(ml.Reference("https://docs.example/long", "Long", "word " * 12_000, day(1), source="docs"),
-                    by=P)
+    populated.write(ml.Reference("https://docs.example/long", "Long", "word " * 12_000, day(1), source="docs"), by=P)
 
 
 def test_the_commit_reason_is_held_to_the_limit_too(populated):
@@ -215,12 +289,15 @@ def test_the_commit_reason_is_held_to_the_limit_too(populated):
     assert snapshot(populated.root) == before
 
 
-@pytest.mark.parametrize("make, name", [
-    (lambda: fact("user:1", "plan", "Pro \udc80", day(1)), "value"),
-    (lambda: fact("user:\ud800", "plan", "Pro", day(1)), "subject"),
-    (lambda: fact("user:1", "plan", {"note": "\udfff"}, day(1)), "value"),
-    (lambda: episode("checkout", "time\udc80outs", "fixed", day(1)), "symptom"),
-])
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: fact("user:1", "plan", "Pro \udc80", day(1)), "value"),
+        (lambda: fact("user:\ud800", "plan", "Pro", day(1)), "subject"),
+        (lambda: fact("user:1", "plan", {"note": "\udfff"}, day(1)), "value"),
+        (lambda: episode("checkout", "time\udc80outs", "fixed", day(1)), "symptom"),
+    ],
+)
 def test_a_lone_surrogate_is_a_validation_error_not_a_unicode_crash(populated, make, name):
     before = snapshot(populated.root)
     with pytest.raises(ml.ValidationError, match="lone surrogate") as err:
@@ -232,13 +309,16 @@ def test_a_lone_surrogate_is_a_validation_error_not_a_unicode_crash(populated, m
 def test_a_preference_ttl_that_is_not_a_duration_is_a_validation_error(populated):
     before = snapshot(populated.root)
     with pytest.raises(ml.ValidationError) as err:
-        populated.write(ml.Preference("user:1", "tone", "formal", day(1), source="chat", ttl="30d"),  # type: ignore[arg-type]  # the point
-                       by=MEMBER)
+        populated.write(
+            ml.Preference("user:1", "tone", "formal", day(1), source="chat", ttl="30d"),  # type: ignore[arg-type]  # the point
+            by=MEMBER,
+        )
     assert err.value.field == "ttl"
     assert snapshot(populated.root) == before
 
 
 # ---------------------------------------------------------------- the store's own files (item 5)
+
 
 def test_a_store_path_that_is_a_file_is_a_store_error(tmp_path):
     path = tmp_path / "notes.txt"
@@ -261,7 +341,10 @@ def test_a_storage_failure_on_write_is_a_store_error_not_a_delta_error(populated
     import memory_lakehouse.lake as lake
 
     def refuse(*args, **kwargs):
-        raise DeltaError("Generic LocalFileSystem error: Unable to open file x.parquet: Permission denied (os error 13)")
+        raise DeltaError(
+            "Generic LocalFileSystem error: Unable to open file x.parquet: Permission denied (os error 13)"
+        )
+
     monkeypatch.setattr(lake, "write_deltalake", refuse)
     before = snapshot(populated.root)
     with pytest.raises(ml.StoreError, match=r"cannot write to the store at .*: permission denied"):
@@ -274,6 +357,7 @@ def test_an_os_permission_error_on_write_is_a_store_error(populated, monkeypatch
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied", "x.parquet")
+
     monkeypatch.setattr(lake, "write_deltalake", refuse)
     with pytest.raises(ml.StoreError, match="permission denied"):
         populated.write(fact("user:9", "plan", "Pro", day(1)), by=MEMBER)

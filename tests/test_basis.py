@@ -10,14 +10,13 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Optional
 
 import pytest
+from _support import ALICE, MEMBER, ORG, STEWARD, TIER2, SimClock, day, episode, examples, fact
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
-from _support import ALICE, MEMBER, ORG, STEWARD, TIER2, SimClock, day, episode, examples, fact
 
 US = timedelta(microseconds=1)
 SLOT = ("user:42", "plan")
@@ -25,19 +24,20 @@ SLOT = ("user:42", "plan")
 
 # --------------------------------------------------------------------------- the reference model
 
+
 @dataclass
 class Row:
     record_id: str
     scope: ml.Scope
     value: str
     valid_from: datetime
-    valid_to: Optional[datetime]
-    expires_at: Optional[datetime]
+    valid_to: datetime | None
+    expires_at: datetime | None
     known_since: datetime
     seq: int  # commit order
-    retracts: Optional[str] = None  # set on a retraction row
+    retracts: str | None = None  # set on a retraction row
 
-    def ends(self) -> Optional[datetime]:
+    def ends(self) -> datetime | None:
         ends = [t for t in (self.valid_to, self.expires_at) if t is not None]
         return min(ends) if ends else None
 
@@ -48,12 +48,12 @@ class Model:
     def __init__(self) -> None:
         self.rows: list[Row] = []
 
-    def _live(self, known_at: Optional[datetime], scope: ml.Scope) -> list[Row]:
+    def _live(self, known_at: datetime | None, scope: ml.Scope) -> list[Row]:
         known = [r for r in self.rows if known_at is None or r.known_since <= known_at]
         gone = {r.retracts for r in known if r.retracts}
         return [r for r in known if not r.retracts and r.record_id not in gone and r.scope == scope]
 
-    def head(self, reader: ml.Scope, known_at: datetime, valid_at: datetime) -> Optional[Row]:
+    def head(self, reader: ml.Scope, known_at: datetime, valid_at: datetime) -> Row | None:
         """Per scope: latest valid_from, then latest commit; an ended head is not served; most specific wins."""
         for scope in reversed(reader.ancestors()):
             cands = [r for r in self._live(known_at, scope) if r.valid_from <= valid_at]
@@ -65,8 +65,9 @@ class Model:
                 return head
         return None
 
-    def reconcile(self, scope: ml.Scope, value: str, valid_from: datetime, valid_to: Optional[datetime]
-                  ) -> tuple[str, Optional[Row]]:
+    def reconcile(
+        self, scope: ml.Scope, value: str, valid_from: datetime, valid_to: datetime | None
+    ) -> tuple[str, Row | None]:
         """Same content as the version in force at valid_from (same scope): duplicate; else superseded."""
         before = [r for r in self._live(None, scope) if r.valid_from <= valid_from]
         pred = max(before, key=lambda r: (r.valid_from, r.seq)) if before else None
@@ -86,8 +87,12 @@ WRITE_SCOPES = (ALICE, ALICE, TIER2, ORG)  # the reader's own scope most often, 
 READERS = (MEMBER, ml.Principal("teammate", TIER2, role="member"))
 
 write_op = st.tuples(
-    st.just("write"), STEP, st.integers(0, 20), st.sampled_from("ABC"),
-    st.one_of(st.none(), st.integers(1, 10)), st.one_of(st.none(), st.integers(1, 15)),
+    st.just("write"),
+    STEP,
+    st.integers(0, 20),
+    st.sampled_from("ABC"),
+    st.one_of(st.none(), st.integers(1, 10)),
+    st.one_of(st.none(), st.integers(1, 15)),
     st.sampled_from(WRITE_SCOPES),
 )
 retract_op = st.tuples(st.just("retract"), STEP, st.integers(0, 50))
@@ -108,8 +113,19 @@ def test_get_fact_answers_every_basis_exactly_as_the_reference_model(ops, data):
                     continue
                 t = targets[op[2] % len(targets)]
                 res = store.retract(t.record_id, by=STEWARD, reason="wrong")
-                model.rows.append(Row(res.record_id, t.scope, t.value, t.valid_from, t.valid_to, t.expires_at,
-                                      clock.now, len(model.rows), retracts=t.record_id))
+                model.rows.append(
+                    Row(
+                        res.record_id,
+                        t.scope,
+                        t.value,
+                        t.valid_from,
+                        t.valid_to,
+                        t.expires_at,
+                        clock.now,
+                        len(model.rows),
+                        retracts=t.record_id,
+                    )
+                )
                 continue
             _, _, vf_day, value, vt_days, exp_days, scope = op
             vf = day(vf_day)
@@ -127,8 +143,9 @@ def test_get_fact_answers_every_basis_exactly_as_the_reference_model(ops, data):
 
         times = sorted({r.known_since for r in model.rows} | {day(0)})
         worlds = sorted({t for r in model.rows for t in (r.valid_from, r.valid_to, r.expires_at) if t} | {day(0)})
-        near = lambda ts: st.sampled_from(ts).flatmap(  # noqa: E731 - the boundaries and their neighbours
-            lambda t: st.sampled_from([t - US, t, t + US, t + timedelta(hours=12)]))
+        near = lambda ts: st.sampled_from(ts).flatmap(
+            lambda t: st.sampled_from([t - US, t, t + US, t + timedelta(hours=12)])
+        )
         for _ in range(5):
             reader = data.draw(st.sampled_from(READERS), "reader")
             known_at, valid_at = data.draw(near(times), "known_at"), data.draw(near(worlds), "valid_at")
@@ -174,6 +191,7 @@ def test_a_naive_datetime_is_never_assumed_to_be_utc_even_when_the_wall_clocks_a
 
 # --------------------------------------------------------------------------- the stories
 
+
 def test_the_subscription_upgrade_is_answered_per_basis(store, clock):
     clock.set(day(1))
     free = store.write(fact(*SLOT, "Free Starter", day(1), source="billing"), by=MEMBER)
@@ -186,8 +204,7 @@ def test_the_subscription_upgrade_is_answered_per_basis(store, clock):
     assert store.get_fact(*SLOT, by=MEMBER, as_of=day(10)).value == "Free Starter"
     assert store.get_fact(*SLOT, by=MEMBER, valid_at=day(10)).value == "Free Starter"  # known now
     assert store.get_fact(*SLOT, by=MEMBER, known_at=day(10), valid_at=day(20)).value == "Free Starter"
-    plans = [h.record.value for h in store.recall("plan", by=MEMBER, subject="user:42", kinds=["fact"],
-                                                   as_of=day(20))]
+    plans = [h.record.value for h in store.recall("plan", by=MEMBER, subject="user:42", kinds=["fact"], as_of=day(20))]
     assert plans == ["Enterprise Pro"]  # the superseded plan is not served beside the current one
 
 
@@ -198,8 +215,12 @@ def test_a_row_learned_an_hour_after_a_decision_is_not_seen_by_the_as_of_read_of
 
     assert store.get_fact("order:7", "refund", by=MEMBER, as_of=decided_at) is None
     assert store.recall("refund", by=MEMBER, as_of=decided_at) == []
-    assert store.get_fact("order:7", "refund", by=MEMBER, known_at=decided_at + timedelta(hours=1),
-                          valid_at=decided_at).value == "approved"
+    assert (
+        store.get_fact(
+            "order:7", "refund", by=MEMBER, known_at=decided_at + timedelta(hours=1), valid_at=decided_at
+        ).value
+        == "approved"
+    )
     assert store.get_fact("order:7", "refund", by=MEMBER, valid_at=decided_at).value == "approved"
 
 
@@ -259,8 +280,17 @@ def test_a_restatement_while_the_version_is_in_force_is_a_duplicate(store, clock
 def test_a_failed_episode_expires_after_90_days_and_a_fix_does_not(store, clock):
     clock.set(day(1))
     store.write(episode("checkout", "timeouts on pay", "failed", day(1), action="raise pool size"), by=MEMBER)
-    store.write(episode("checkout", "timeouts on pay", "fixed", day(1), action="roll back v2.4",
-                        evidence="https://tracker.example/INC-2"), by=MEMBER)
+    store.write(
+        episode(
+            "checkout",
+            "timeouts on pay",
+            "fixed",
+            day(1),
+            action="roll back v2.4",
+            evidence="https://tracker.example/INC-2",
+        ),
+        by=MEMBER,
+    )
 
     def tried(at):
         return sorted(e.outcome for e in store.episodes(service="checkout", env="prod", by=MEMBER, valid_at=at))

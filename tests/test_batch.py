@@ -1,12 +1,12 @@
 """store.batch(): many principals' records in one commit, each authorised by its own principal."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 import memory_lakehouse as ml
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _store(tmp_path):

@@ -26,7 +26,7 @@ def test_the_recall_bench_reports_the_peak_rss_of_serving_from_a_fresh_process(t
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="VmHWM is Linux's")
 def test_a_fresh_process_reports_its_own_peak_not_its_parents():
     ballast = bytearray(300 * 2**20)
-    ballast[:: 4096] = b"x" * len(range(0, len(ballast), 4096))  # resident, not just reserved
+    ballast[::4096] = b"x" * len(range(0, len(ballast), 4096))  # resident, not just reserved
     parent = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     child = bench.in_fresh_process(bench.own_peak_rss_mb)
     del ballast

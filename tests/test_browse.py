@@ -44,6 +44,7 @@ def plan_story(store, clock):
 
 # ---------------------------------------------------------------- get
 
+
 def test_get_returns_a_record_by_id_even_once_superseded(store, clock):
     free, pro, _ = plan_story(store, clock)
     assert store.get(free.record_id, by=MEMBER).value == "Free"
@@ -74,14 +75,16 @@ def test_get_rejects_what_is_not_a_record_id(store):
 
 # ---------------------------------------------------------------- list
 
+
 def test_list_gives_the_subjects_current_memories_only(store, clock):
     plan_story(store, clock)
     store.write(fact("user:42", "seats", 5, day(3)), by=MEMBER)
     store.write(fact("user:7", "plan", "Free", day(3)), by=MEMBER)
     listing = store.list("user:42", by=MEMBER, kinds=["fact"])
     assert sorted((r.attribute, r.value) for r in listing) == [("plan", "Pro Plus"), ("seats", 5)]
-    assert sorted((r.attribute, r.value) for r in store.list("user:42", by=MEMBER, kinds=["fact"],
-                                                              valid_at=day(5))) == [("plan", "Free"), ("seats", 5)]
+    assert sorted(
+        (r.attribute, r.value) for r in store.list("user:42", by=MEMBER, kinds=["fact"], valid_at=day(5))
+    ) == [("plan", "Free"), ("seats", 5)]
 
 
 def test_list_matches_get_fact_for_every_slot(store, clock):
@@ -104,6 +107,7 @@ def test_list_to_polars_gives_a_dataframe(store, clock):
 
 
 # ---------------------------------------------------------------- history
+
 
 def test_history_gives_every_version_with_valid_and_known_intervals(store, clock):
     free, pro, fixed = plan_story(store, clock)
@@ -156,8 +160,7 @@ def test_history_to_arrow_has_the_intervals(store, clock):
     assert table.num_rows == 3 and {"valid_from", "valid_to", "known_from", "known_to"} <= set(table.column_names)
 
 
-OPS = st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["a", "b", "c"]), st.booleans()),
-               min_size=1, max_size=8)
+OPS = st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["a", "b", "c"]), st.booleans()), min_size=1, max_size=8)
 
 
 @settings(max_examples=examples(12), deadline=None)
@@ -183,13 +186,13 @@ def test_every_version_get_fact_serves_is_in_history_and_served_at_its_own_basis
         assert served is not None and served.record_id == v.record_id
     for k in range(0, 60, 6):
         for valid in range(0, 32, 8):
-            served = store.get_fact("u:1", "x", by=MEMBER, known_at=day(0, hours=7 * k),
-                                    valid_at=day(valid))
+            served = store.get_fact("u:1", "x", by=MEMBER, known_at=day(0, hours=7 * k), valid_at=day(valid))
             assert served is None or served.record_id in in_history
     store.close()
 
 
 # ---------------------------------------------------------------- pending
+
 
 def test_pending_lists_proposals_in_the_curators_subtree_until_approved(store, clock):
     prop = store.propose(fact("user:42", "plan", "Team", day(3)), by=AGENT)
@@ -216,6 +219,7 @@ def test_proposals_are_still_never_served_as_memory(store):
 
 # ---------------------------------------------------------------- audit window
 
+
 def test_audit_over_a_window_answers_who_wrote_what_this_week(store, clock):
     clock.set(day(1))
     store.write(fact("user:1", "plan", "Free", day(1)), by=MEMBER)
@@ -241,6 +245,7 @@ def test_audit_window_stays_inside_the_stewards_subtree(store, clock):
 
 
 # ---------------------------------------------------------------- context items
+
 
 def test_context_is_todays_text_with_items_carrying_provenance(store, clock):
     plan_story(store, clock)

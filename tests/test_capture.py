@@ -32,8 +32,12 @@ def _say(*lines: str, role: str = "user") -> list[dict]:
 
 def _derived_from(store: ml.MemoryStore, turn_id: str) -> list[dict]:
     store.lake.refresh()
-    return [r for kind in ("memory", "fact", "preference") for r in store.lake.known_rows(kind).to_pylist()
-            if turn_id in (r["derived_from"] or [])]
+    return [
+        r
+        for kind in ("memory", "fact", "preference")
+        for r in store.lake.known_rows(kind).to_pylist()
+        if turn_id in (r["derived_from"] or [])
+    ]
 
 
 # ---------------------------------------------------------------------------- boundaries
@@ -42,7 +46,7 @@ TRANSCRIPT = [  # (line, kept?, the rule that decides)
     ("Hi there!", False, "greeting"),
     ("Thanks so much, that's great!", False, "greeting"),
     ("ok cool", False, "greeting"),
-    ('Traceback (most recent call last):\n  File "app.py", line 3, in <module>\nKeyError: \'pool\'', False, "trace"),
+    ("Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\nKeyError: 'pool'", False, "trace"),
     ("2026-10-04 12:00:01 DEBUG acquired connection 17 from pool", False, "trace"),
     ("maybe it's the pool?", False, "speculation"),
     ("I think the cache might be stale", False, "speculation"),
@@ -63,8 +67,9 @@ TRANSCRIPT = [  # (line, kept?, the rule that decides)
 ]
 
 
-@pytest.mark.parametrize("line, kept, rule", TRANSCRIPT, ids=[f"{r}:{'keep' if k else 'drop'}:{n}"
-                                                             for n, (_, k, r) in enumerate(TRANSCRIPT)])
+@pytest.mark.parametrize(
+    "line, kept, rule", TRANSCRIPT, ids=[f"{r}:{'keep' if k else 'drop'}:{n}" for n, (_, k, r) in enumerate(TRANSCRIPT)]
+)
 def test_each_extraction_boundary_keeps_or_drops_its_line(line, kept, rule):
     verdict = classify(line) if "\n" not in line else classify(line.splitlines()[0])
     assert (verdict.keep, verdict.rule) == (kept, rule)
@@ -87,6 +92,7 @@ def test_an_api_key_pasted_in_a_turn_never_reaches_the_disk_nor_memory(store):
 
 # ---------------------------------------------------------------------------- reconcile
 
+
 def test_a_duplicate_bumps_seen_count_and_last_seen_with_no_new_version(store, clock):
     first = store.capture("s1", _say("I prefer window seats on long flights"), by=MEMBER, subject=USER).result()
     memory = first.results[0]
@@ -104,17 +110,33 @@ def test_a_duplicate_bumps_seen_count_and_last_seen_with_no_new_version(store, c
     before = store.seen(memory.record_id, by=MEMBER, as_of=said_first + timedelta(days=1))
     assert (before.count, before.last_seen) == (1, said_first)  # the sighting is not known before it was made
     # the same turn extracted again (a redelivered task) is no new sighting
-    rerun = store.extract(ExtractionTask.from_dict(store.capture("s2", [
-        {"role": "user", "text": "i prefer window seats on long flights.", "position": 0, "said_at": clock.now}],
-        by=MEMBER, subject=USER).task.to_dict()), by=MEMBER)
+    rerun = store.extract(
+        ExtractionTask.from_dict(
+            store.capture(
+                "s2",
+                [
+                    {
+                        "role": "user",
+                        "text": "i prefer window seats on long flights.",
+                        "position": 0,
+                        "said_at": clock.now,
+                    }
+                ],
+                by=MEMBER,
+                subject=USER,
+            ).task.to_dict()
+        ),
+        by=MEMBER,
+    )
     assert rerun.sightings == 0 and store.seen(memory.record_id, by=MEMBER).count == 2
 
 
 def test_a_conflict_supersedes_with_a_pointer_and_the_novel_is_inserted(store, clock):
     old = store.capture("s1", _say("I live in Seattle"), by=MEMBER, subject=USER).result().results[0]
     clock.advance(days=30)
-    res = store.capture("s2", _say("I moved to Austin", "I want to run the Lisbon marathon by October"),
-                        by=MEMBER, subject=USER).result()
+    res = store.capture(
+        "s2", _say("I moved to Austin", "I want to run the Lisbon marathon by October"), by=MEMBER, subject=USER
+    ).result()
     city, goal = res.results
     assert (city.kind, city.action, city.supersedes) == ("fact", "superseded", old.record_id)
     assert (goal.kind, goal.action) == ("memory", "inserted")
@@ -132,6 +154,7 @@ def test_memories_of_one_subject_never_supersede_each_other(store):
 
 
 # ---------------------------------------------------------------------------- roles
+
 
 def test_an_agents_capture_is_proposals_only(store):
     bot_scope_reader = ml.Principal("lead", TIER2, role="curator")
@@ -156,6 +179,7 @@ def test_a_capture_without_the_right_role_raises_permission_denied(store):
 
 # ---------------------------------------------------------------------------- workers
 
+
 class HeldExtractor(RuleExtractor):
     """The delayed job of seed 004: extraction waits until the test lets it go."""
 
@@ -174,8 +198,14 @@ class HeldExtractor(RuleExtractor):
 def test_a_worker_held_across_a_forget_drops_its_results(store):
     held = HeldExtractor()
     with ExtractionWorker() as worker:
-        job = store.capture("s1", _say("I live in Seattle", "I prefer window seats on long flights"), by=MEMBER,
-                            subject=USER, extractor=held, worker=worker)
+        job = store.capture(
+            "s1",
+            _say("I live in Seattle", "I prefer window seats on long flights"),
+            by=MEMBER,
+            subject=USER,
+            extractor=held,
+            worker=worker,
+        )
         assert held.started.wait(60) and not job.done()
         store.forget(USER, by=STEWARD, reason="erasure request")
         held.release.set()
@@ -220,6 +250,7 @@ def test_extraction_can_run_in_a_spawned_process(store):
 
 # ---------------------------------------------------------------------------- forgetting a speaker
 
+
 def test_forgetting_a_speaker_removes_their_turns_and_everything_extracted_from_them(store, clock):
     can = canary()
     speaker, other = f"Dana{can[6:12]}", "Morgan"
@@ -232,11 +263,24 @@ def test_forgetting_a_speaker_removes_their_turns_and_everything_extracted_from_
     first, first_turns = job.result(), job.turns
     assert first.count("inserted") == 3
     clock.advance(days=2)
-    store.capture("s2", [{"role": "user", "speaker": speaker, "text": f"I prefer window seats {can}"},
-                         {"role": "user", "speaker": speaker, "text": f"I moved to Austin{can}"}], by=MEMBER).result()
-    summary = store.write(ml.Summary("s1", f"Dana lives in Seattle and likes window seats {can}",
-                                     derived_from=tuple(t.record_id for t in first_turns), source="summariser@1",
-                                     subject="session:s1"), by=MEMBER)
+    store.capture(
+        "s2",
+        [
+            {"role": "user", "speaker": speaker, "text": f"I prefer window seats {can}"},
+            {"role": "user", "speaker": speaker, "text": f"I moved to Austin{can}"},
+        ],
+        by=MEMBER,
+    ).result()
+    summary = store.write(
+        ml.Summary(
+            "s1",
+            f"Dana lives in Seattle and likes window seats {can}",
+            derived_from=tuple(t.record_id for t in first_turns),
+            source="summariser@1",
+            subject="session:s1",
+        ),
+        by=MEMBER,
+    )
     clock.advance(days=1)
     times = [day(0, 1), day(2, 1), clock.now]
 
@@ -252,8 +296,12 @@ def test_forgetting_a_speaker_removes_their_turns_and_everything_extracted_from_
     store.forget(speaker, by=STEWARD, reason="erasure request")
     for t in times:
         assert theirs(as_of=t) == [] and theirs(known_at=t) == []
-        assert all(can not in h.text for h in store.recall(f"Seattle window seats Austin {can}", by=MEMBER,
-                                                            kinds=CONVERSATION_KINDS, k=50, as_of=t))
+        assert all(
+            can not in h.text
+            for h in store.recall(
+                f"Seattle window seats Austin {can}", by=MEMBER, kinds=CONVERSATION_KINDS, k=50, as_of=t
+            )
+        )
     assert store.recall("tea", by=MEMBER, kinds=["memory"], k=5)[0].record.subject == other  # the other speaker stays
     report = store.purge(by=STEWARD)
     assert report.verified, report.leftovers
@@ -274,8 +322,17 @@ def test_a_restated_preference_lives_a_ttl_from_its_last_sighting_with_no_new_ve
     assert served is not None and served.record_id == first.record_id  # past its own expiry, refreshed by day 100
     assert store.get_fact(USER, "seat", by=MEMBER, kind="preference", valid_at=clock.now + ttl) is None
     # known_at before the sighting: the refresh was not known yet
-    assert store.get_fact(USER, "seat", by=MEMBER, kind="preference", known_at=start + timedelta(days=1),
-                          valid_at=start + ttl + timedelta(days=1)) is None
+    assert (
+        store.get_fact(
+            USER,
+            "seat",
+            by=MEMBER,
+            kind="preference",
+            known_at=start + timedelta(days=1),
+            valid_at=start + ttl + timedelta(days=1),
+        )
+        is None
+    )
     clock.set(start + ttl + timedelta(days=10))
     assert store.purge(by=STEWARD).rows.get("preference", 0) == 0  # purge honours the refreshed expiry
     assert store.get_fact(USER, "seat", by=MEMBER, kind="preference") is not None

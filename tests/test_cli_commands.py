@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC
 
 import pytest
 
@@ -16,8 +17,14 @@ AS_LEAD = ["--as", "lead", "--scope", "acme/support", "--role", "curator"]
 AS_BOT = ["--as", "bot", "--scope", "acme/support/bot", "--role", "agent"]
 AS_DPO = ["--as", "dpo", "--scope", "acme", "--role", "steward"]
 
-PLAN = {"kind": "fact", "subject": "user:42", "attribute": "plan", "value": "Free Starter",
-        "valid_from": "2026-09-01T09:00:00Z", "source": "user_explicit"}
+PLAN = {
+    "kind": "fact",
+    "subject": "user:42",
+    "attribute": "plan",
+    "value": "Free Starter",
+    "valid_from": "2026-09-01T09:00:00Z",
+    "source": "user_explicit",
+}
 
 
 def run(capsys, *argv):
@@ -37,8 +44,12 @@ def path(tmp_path, capsys):
     p = str(tmp_path / "store")
     assert run(capsys, "init", "--store", p)[0] == 0
     src = tmp_path / "in.jsonl"
-    src.write_text("\n".join(json.dumps({**PLAN, "value": v, "valid_from": f"2026-09-{d:02d}T09:00:00Z"})
-                             for v, d in (("Free Starter", 1), ("Enterprise Pro", 14))))
+    src.write_text(
+        "\n".join(
+            json.dumps({**PLAN, "value": v, "valid_from": f"2026-09-{d:02d}T09:00:00Z"})
+            for v, d in (("Free Starter", 1), ("Enterprise Pro", 14))
+        )
+    )
     code, out, _ = run(capsys, "write", "--store", p, "--file", str(src), *AS_LEAD)
     assert code == 0
     return p
@@ -188,14 +199,19 @@ def test_schema_lists_each_kinds_fields_from_the_dataclasses(capsys):
 @pytest.mark.parametrize("kind", ["fact", "preference", "episode", "reference", "policy", "note"])
 def test_schema_required_fields_are_what_the_write_path_requires(kind, tmp_path):
     """Leaving out any field the schema calls required makes the write fail; the rest may go."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from memory_lakehouse.records import from_dict
     from memory_lakehouse.schema import kind_fields
 
-    at = datetime(2026, 1, 1, tzinfo=timezone.utc).isoformat()
-    samples = {"datetime (ISO 8601 with offset)": at, "string": "x", "object": {"market": "US"},
-               "any JSON value": "v", "integer": 1}
+    at = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
+    samples = {
+        "datetime (ISO 8601 with offset)": at,
+        "string": "x",
+        "object": {"market": "US"},
+        "any JSON value": "v",
+        "integer": 1,
+    }
     fields = kind_fields(kind)
     full = {"kind": kind, **{f["name"]: samples.get(f["type"], "x") for f in fields if f["required"]}}
     if kind == "episode":
@@ -212,9 +228,15 @@ def test_schema_required_fields_are_what_the_write_path_requires(kind, tmp_path)
 
 def test_replay_json_prints_a_row_per_decision(path, tmp_path, capsys):
     decisions = tmp_path / "d.jsonl"
-    decisions.write_text("\n".join(json.dumps(d) for d in [
-        {"decision_id": "d1", "decided_at": "2026-09-05T00:00:00Z", "subject": "user:42", "query": "plan"},
-        {"decision_id": "d2", "decided_at": "2026-01-01T00:00:00Z", "subject": "user:42", "query": "plan"}]))
+    decisions.write_text(
+        "\n".join(
+            json.dumps(d)
+            for d in [
+                {"decision_id": "d1", "decided_at": "2026-09-05T00:00:00Z", "subject": "user:42", "query": "plan"},
+                {"decision_id": "d2", "decided_at": "2026-01-01T00:00:00Z", "subject": "user:42", "query": "plan"},
+            ]
+        )
+    )
     code, out, _ = run(capsys, "replay", "--file", str(decisions), "--store", path, *AS_LEAD, "--json")
     rows = json.loads(out)["per_decision"]
     assert code == 0 and [r["decision_id"] for r in rows] == ["d1", "d2"]
@@ -222,7 +244,8 @@ def test_replay_json_prints_a_row_per_decision(path, tmp_path, capsys):
 
 
 def test_audit_takes_a_window_and_an_actor(path, capsys):
-    code, out, _ = run(capsys, "audit", "--since", "2000-01-01T00:00:00Z", "--actor", "lead", "--store", path,
-                       *AS_DPO, "--json")
+    code, out, _ = run(
+        capsys, "audit", "--since", "2000-01-01T00:00:00Z", "--actor", "lead", "--store", path, *AS_DPO, "--json"
+    )
     events = json.loads(out)
     assert code == 0 and [e["operation"] for e in events] == ["write"] and events[0]["actor"] == "lead"

@@ -11,23 +11,23 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from _support import ORG, STEWARD, SimClock, day, episode, fact
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 import memory_lakehouse as ml
-from _support import ORG, STEWARD, SimClock, day, episode, fact
 from memory_lakehouse.lake import commit_metadata, new_txn_id
 from memory_lakehouse.records import SPECS, subject_key
 from memory_lakehouse.time import Basis
 
 WRITERS, WRITES = 4, 25
 BATCH = 1000  # per kind: facts + episodes in one write_many
-FAR = datetime(2100, 1, 1, tzinfo=timezone.utc)
+FAR = datetime(2100, 1, 1, tzinfo=UTC)
 #: Where in the batch to kill the writer, as a share of its measured duration. Validation and
 #: reconcile take most of it; the two table commits come last, a few milliseconds apart.
 KILL_AT = (0.86, 0.88, 0.89, 0.9, 0.91, 0.92, 0.87, 0.93, 0.95, 0.5, 0.8, 0.97)
@@ -35,21 +35,27 @@ KILL_AT = (0.86, 0.88, 0.89, 0.9, 0.91, 0.92, 0.87, 0.93, 0.95, 0.5, 0.8, 0.97)
 
 # --------------------------------------------------------------------------- child processes
 
+
 def _write_singles(root: str, worker: int) -> None:
     store = ml.open(root)
     who = ml.Principal(f"writer-{worker}", ml.Scope("acme"), role="steward")
     for i in range(WRITES):
-        res = store.write(ml.Fact(f"w{worker}:s{i}", "n", i, datetime(2026, 1, 1, tzinfo=timezone.utc),
-                                  source="concurrency"), by=who)
+        res = store.write(
+            ml.Fact(f"w{worker}:s{i}", "n", i, datetime(2026, 1, 1, tzinfo=UTC), source="concurrency"), by=who
+        )
         assert res.action == "inserted"
 
 
 def _big_batch(n: int) -> list:
-    t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t = datetime(2026, 1, 1, tzinfo=UTC)
     who = ml.Scope("acme")
     facts = [ml.Fact(f"bulk:{i}", "n", i, t, source="backfill", scope=who) for i in range(n)]
-    eps = [ml.Episode("checkout", "prod", f"symptom {i}", "restart", "fixed", t, evidence=f"INC-{i}",
-                      source="backfill", scope=who) for i in range(n)]
+    eps = [
+        ml.Episode(
+            "checkout", "prod", f"symptom {i}", "restart", "fixed", t, evidence=f"INC-{i}", source="backfill", scope=who
+        )
+        for i in range(n)
+    ]
     return facts + eps
 
 
@@ -69,6 +75,7 @@ def _write_batch(root: str, started: str) -> None:
 
 # --------------------------------------------------------------------------- helpers
 
+
 def visible(store: ml.MemoryStore, kind: str) -> pa.Table:
     return store.vis.rows(kind, STEWARD, Basis(known_at=FAR, valid_at=FAR))
 
@@ -78,6 +85,7 @@ def raw(root: Path, kind: str) -> pa.Table:
 
 
 # --------------------------------------------------------------------------- the tests
+
 
 @pytest.mark.integration
 def test_four_writer_processes_each_land_every_write(tmp_path):
@@ -153,8 +161,13 @@ def check_all_or_nothing(root: Path) -> None:
     # the store opens, serves reads and takes new writes (including both kinds again)
     new = store.write(fact("after:crash", "ok", True, day(1), scope=ORG), by=STEWARD)
     assert store.get_fact("after:crash", "ok", by=STEWARD).record_id == new.record_id
-    res = store.write_many([fact("after:crash", "n", 1, day(1), scope=ORG),
-                            episode("checkout", "after the crash", "fixed", day(1), scope=ORG)], by=STEWARD)
+    res = store.write_many(
+        [
+            fact("after:crash", "n", 1, day(1), scope=ORG),
+            episode("checkout", "after the crash", "fixed", day(1), scope=ORG),
+        ],
+        by=STEWARD,
+    )
     assert {r.action for r in res} == {"inserted"}
     assert visible(store, "episode").num_rows == counts["episode"] + 1
 
@@ -166,8 +179,12 @@ def test_a_torn_multi_table_transaction_is_invisible_until_its_last_part_lands(t
     before = store.write(fact("user:1", "plan", "Pro", day(1), scope=ORG), by=STEWARD)
     rows = _rows_of_one_transaction(store)
     txn, tables, meta = rows
-    write_deltalake(str(tmp_path / "store" / "episode"), tables["episode"], mode="append",
-                    commit_properties=CommitProperties(custom_metadata=meta))
+    write_deltalake(
+        str(tmp_path / "store" / "episode"),
+        tables["episode"],
+        mode="append",
+        commit_properties=CommitProperties(custom_metadata=meta),
+    )
 
     for s in (store, ml.open(tmp_path / "store", clock=clock)):
         assert visible(s, "episode").num_rows == 0
@@ -175,8 +192,12 @@ def test_a_torn_multi_table_transaction_is_invisible_until_its_last_part_lands(t
         assert s.get_fact("user:1", "plan", by=STEWARD).record_id == before.record_id
         assert [h for h in s.recall("torn batch", by=STEWARD, k=50) if h.kind == "episode"] == []
 
-    write_deltalake(str(tmp_path / "store" / "fact"), tables["fact"], mode="append",
-                    commit_properties=CommitProperties(custom_metadata=meta))
+    write_deltalake(
+        str(tmp_path / "store" / "fact"),
+        tables["fact"],
+        mode="append",
+        commit_properties=CommitProperties(custom_metadata=meta),
+    )
     for s in (store, ml.open(tmp_path / "store", clock=clock)):
         assert visible(s, "episode").num_rows == 1
         assert s.get_fact("user:1", "plan", by=STEWARD).value == "torn-but-whole"
@@ -186,19 +207,47 @@ def _rows_of_one_transaction(store: ml.MemoryStore):
     """Rows and commit metadata of a fact + episode transaction, built the way the writer builds them."""
     txn = new_txn_id()
     base = store.lake.known_rows("fact").drop_columns(
-        [c for c in store.lake.known_rows("fact").column_names if c not in SPECS["fact"].schema.names])
+        [c for c in store.lake.known_rows("fact").column_names if c not in SPECS["fact"].schema.names]
+    )
     fact_row = base.to_pylist()[0]
-    fact_row.update(record_id="fac_" + "1" * 32, txn_id=txn, value='"torn-but-whole"',
-                    valid_from=day(2), content_hash="x" * 32)
+    fact_row.update(
+        record_id="fac_" + "1" * 32, txn_id=txn, value='"torn-but-whole"', valid_from=day(2), content_hash="x" * 32
+    )
     ep = episode("checkout", "torn batch", "fixed", day(2), scope=ORG)
     ep_row: dict[str, Any] = {name: None for name in SPECS["episode"].schema.names}
-    ep_row.update(record_id="epi_" + "2" * 32, lineage_id="l" * 32, org="acme", subject="service:checkout",
-                  subject_key=subject_key("service:checkout"), valid_from=day(2), txn_id=txn, source="test",
-                  evidence=ep.evidence, authority="human_confirmed", status="active", derived_from=[],
-                  content_hash="y" * 32, generation=0, service="checkout", env="prod", symptom="torn batch",
-                  action="restart", outcome="fixed")
-    tables = {"fact": pa.Table.from_pylist([fact_row], schema=SPECS["fact"].schema),
-              "episode": pa.Table.from_pylist([ep_row], schema=SPECS["episode"].schema)}
-    meta = commit_metadata(txn_id=txn, committed_at=day(10), op="write", actor="backfill", reason=None,
-                           writers=["test"], kinds=["fact", "episode"], records=2)
+    ep_row.update(
+        record_id="epi_" + "2" * 32,
+        lineage_id="l" * 32,
+        org="acme",
+        subject="service:checkout",
+        subject_key=subject_key("service:checkout"),
+        valid_from=day(2),
+        txn_id=txn,
+        source="test",
+        evidence=ep.evidence,
+        authority="human_confirmed",
+        status="active",
+        derived_from=[],
+        content_hash="y" * 32,
+        generation=0,
+        service="checkout",
+        env="prod",
+        symptom="torn batch",
+        action="restart",
+        outcome="fixed",
+    )
+    tables = {
+        "fact": pa.Table.from_pylist([fact_row], schema=SPECS["fact"].schema),
+        "episode": pa.Table.from_pylist([ep_row], schema=SPECS["episode"].schema),
+    }
+    meta = commit_metadata(
+        txn_id=txn,
+        committed_at=day(10),
+        op="write",
+        actor="backfill",
+        reason=None,
+        writers=["test"],
+        kinds=["fact", "episode"],
+        records=2,
+    )
     return txn, tables, meta

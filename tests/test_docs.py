@@ -37,6 +37,7 @@ def _open_with_hashing(real_open):
     def opener(path, **kw):  # the README's recall works with any embedder; keep the test fast
         kw.setdefault("embedder", ml.HashingEmbedder())
         return real_open(path, **kw)
+
     return opener
 
 
@@ -58,9 +59,11 @@ def _as_checked_script(block: str) -> str:
             continue
         if claim:
             label = shlex.quote(command.strip()[:70])
-            lines.append(f"out=$({command.strip()} 2>&1) || {{ echo FAILED: {label}; echo \"$out\"; exit 1; }}")
-            lines.append(f"grep -qF -- {shlex.quote(claim.strip())} <<<\"$out\" || "
-                         f"{{ echo CLAIM NOT MET: {shlex.quote(claim.strip())} {label}; echo \"$out\"; exit 1; }}")
+            lines.append(f'out=$({command.strip()} 2>&1) || {{ echo FAILED: {label}; echo "$out"; exit 1; }}')
+            lines.append(
+                f'grep -qF -- {shlex.quote(claim.strip())} <<<"$out" || '
+                f'{{ echo CLAIM NOT MET: {shlex.quote(claim.strip())} {label}; echo "$out"; exit 1; }}'
+            )
         else:
             lines.append(command.strip())
     return "set -euo pipefail\n" + "\n".join(lines) + "\n"
@@ -75,8 +78,9 @@ def test_the_readme_cli_examples_run_and_print_what_they_claim(tmp_path):
     assert block.count("# -> ") >= 15
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLAKE_")}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    run = subprocess.run(["bash", "-c", _as_checked_script(block)], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=900)
+    run = subprocess.run(
+        ["bash", "-c", _as_checked_script(block)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
 
@@ -93,8 +97,9 @@ def test_every_cli_command_appears_in_the_readme_with_a_working_help():
             main([name, "--help"])
         except SystemExit as exit_:
             assert exit_.code == 0, name
-    assert subprocess.run([sys.executable, "-m", "memory_lakehouse.cli", "--version"], capture_output=True,
-                          text=True).stdout.startswith("memlake ")
+    assert subprocess.run(
+        [sys.executable, "-m", "memory_lakehouse.cli", "--version"], capture_output=True, text=True
+    ).stdout.startswith("memlake ")
 
 
 def test_the_readme_langgraph_example_runs_and_prints_what_it_claims(tmp_path, monkeypatch, capsys):

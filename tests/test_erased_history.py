@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-import memory_lakehouse as ml
 from _forgetting import canary, files_holding, open_store
 from _support import CURATOR, MEMBER, STEWARD, SimClock, day, fact, snapshot
+
+import memory_lakehouse as ml
 from memory_lakehouse.cli import main
 
 SUBJECT = "customer:17"
@@ -23,9 +23,11 @@ SUBJECT = "customer:17"
 
 def _backfill(can: str) -> list[ml.Fact]:
     """A backfill of three customers' plans, valid from day 0..2."""
-    return [fact("customer:16", "plan", "Basic", day(0)),
-            fact(SUBJECT, "plan", f"{can} Platinum", day(1)),
-            fact("customer:18", "plan", "Gold", day(2))]
+    return [
+        fact("customer:16", "plan", "Basic", day(0)),
+        fact(SUBJECT, "plan", f"{can} Platinum", day(1)),
+        fact("customer:18", "plan", "Gold", day(2)),
+    ]
 
 
 @pytest.fixture
@@ -63,8 +65,9 @@ def test_the_rest_of_the_batch_is_written(world):
     store.write(fact(SUBJECT, "plan", f"{can} Platinum", day(1)), by=CURATOR)
     store.forget(SUBJECT, by=STEWARD, reason="erasure request")
     clock.advance(days=1)
-    batch = store.write_many([fact("customer:16", "plan", "Basic", day(0)),
-                              fact(SUBJECT, "plan", f"{can} Platinum", day(1))], by=CURATOR)
+    batch = store.write_many(
+        [fact("customer:16", "plan", "Basic", day(0)), fact(SUBJECT, "plan", f"{can} Platinum", day(1))], by=CURATOR
+    )
     assert [r.action for r in batch] == ["inserted", "forgotten"]
     assert batch.txn_id is not None
     assert store.get_fact("customer:16", "plan", by=MEMBER).value == "Basic"
@@ -144,9 +147,21 @@ def test_memory_scoped_to_a_forgotten_actor_is_not_written_back(world):
 def test_the_cli_says_what_a_rerun_backfill_dropped(tmp_path, capsys):
     path = str(tmp_path / "store")
     src = tmp_path / "big.jsonl"
-    src.write_text("\n".join(json.dumps({"kind": "fact", "subject": s, "attribute": "plan", "value": v,
-                                         "valid_from": "2026-10-01T00:00:00Z", "source": "crm"})
-                             for s, v in (("customer:16", "Basic"), (SUBJECT, "Platinum"), ("customer:18", "Gold"))))
+    src.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "kind": "fact",
+                    "subject": s,
+                    "attribute": "plan",
+                    "value": v,
+                    "valid_from": "2026-10-01T00:00:00Z",
+                    "source": "crm",
+                }
+            )
+            for s, v in (("customer:16", "Basic"), (SUBJECT, "Platinum"), ("customer:18", "Gold"))
+        )
+    )
     lead = ["--store", path, "--as", "lead", "--scope", "acme", "--role", "curator"]
     dpo = ["--store", path, "--as", "dpo", "--scope", "acme", "--role", "steward"]
     assert main(["init", "--store", path]) == 0

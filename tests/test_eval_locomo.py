@@ -12,8 +12,9 @@ import memory_lakehouse as ml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # evals/ is a top-level package of the repository
 
-from evals import locomo  # noqa: E402
 import locomo_sample  # noqa: E402  (tests/ is on the path, as for _support)
+
+from evals import locomo  # noqa: E402
 
 EMBEDDER = ml.HashingEmbedder(dim=64)
 
@@ -58,14 +59,14 @@ def test_sessions_rank_by_their_best_turn_and_ndcg_counts_each_relevant_session_
     assert o.turn_rank == 3 and not o.session_hit1
     # sessions in order: 1, 2, 3 -> relevant at ranks 2 and 3; ideal: ranks 1 and 2
     import math
+
     assert o.session_ndcg5 == pytest.approx((1 / math.log2(3) + 1 / math.log2(4)) / (1 + 1 / math.log2(3)))
     hit = locomo.score_question(q, ["D3:7", "D1:1"])
     assert hit.session_hit1 and hit.turn_rank is None
 
 
 def test_turn_recall_counts_categories_one_to_four_and_sessions_count_all_five():
-    outcomes = [locomo.Outcome(4, 1, 1.0, True), locomo.Outcome(5, None, 1.0, True),
-                locomo.Outcome(2, 7, 0.0, False)]
+    outcomes = [locomo.Outcome(4, 1, 1.0, True), locomo.Outcome(5, None, 1.0, True), locomo.Outcome(2, 7, 0.0, False)]
     s = locomo.summarise(outcomes)
     assert s["turn_r@1"] == 0.5 and s["turn_r@5"] == 0.5 and s["turn_r@10"] == 1.0
     assert s["session_hit@1"] == pytest.approx(0.667, abs=1e-3)

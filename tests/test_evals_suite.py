@@ -21,14 +21,28 @@ sys.path.insert(0, str(ROOT))  # evals/ is a top-level package of the repository
 from evals import broken, core, scorecard, suite  # noqa: E402
 
 TEST_SEEDS = {name: 7 + n for n, name in enumerate(core.SEEDS)}
-SMALL = {"temporal.customers": 4, "temporal.tickets": 4, "knowledge_update.users": 8, "provenance.incidents": 12,
-         "forgetting.forgotten": 2, "forgetting.kept": 2, "scope.accounts": 2, "scope.customers": 6,
-         "scope.questions": 30}
+SMALL = {
+    "temporal.customers": 4,
+    "temporal.tickets": 4,
+    "knowledge_update.users": 8,
+    "provenance.incidents": 12,
+    "forgetting.forgotten": 2,
+    "forgetting.kept": 2,
+    "scope.accounts": 2,
+    "scope.customers": 6,
+    "scope.questions": 30,
+}
 
 
 def ctx(tmp_path: Path, wrap=core.identity, **sizes: int) -> core.Context:
-    return core.Context(quick=True, embedder=ml.HashingEmbedder(dim=128), wrap=wrap, workdir=tmp_path,
-                        seeds=dict(TEST_SEEDS), sizes={**SMALL, **sizes})
+    return core.Context(
+        quick=True,
+        embedder=ml.HashingEmbedder(dim=128),
+        wrap=wrap,
+        workdir=tmp_path,
+        seeds=dict(TEST_SEEDS),
+        sizes={**SMALL, **sizes},
+    )
 
 
 def run(name: str, tmp_path: Path, wrap=core.identity, **sizes: int) -> core.EvalResult:
@@ -50,11 +64,13 @@ def test_test_seeds_are_not_the_suites_seeds():
 def test_the_naive_baseline_uses_none_of_the_librarys_rules():
     tree = ast.parse((ROOT / "evals" / "naive.py").read_text(encoding="utf-8"))
     imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
-        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
     assert not [m for m in imported if m.startswith("memory_lakehouse") or m.startswith(".")], imported
 
 
 # ---------------------------------------------------------------- temporal
+
 
 def test_temporal_replay_leaks_nothing_while_naive_memory_reads_the_answer_key(tmp_path):
     result = run("temporal", tmp_path)
@@ -72,6 +88,7 @@ def test_temporal_fails_on_a_store_that_ignores_as_of(tmp_path):
 
 
 # ---------------------------------------------------------------- knowledge update, provenance, scope
+
 
 def test_knowledge_update_serves_no_stale_value_while_naive_memory_does(tmp_path):
     result = run("knowledge_update", tmp_path)
@@ -112,10 +129,15 @@ def test_scope_isolation_fails_on_a_store_that_widens_scope(tmp_path):
 
 # ---------------------------------------------------------------- forgetting
 
+
 def test_forgetting_serves_nothing_and_leaves_no_byte_after_purge(tmp_path):
     result = run("forgetting", tmp_path)
-    for prefix in ("items of forgotten customers served", "canary occurrences a byte scan finds",
-                   "canary occurrences after the restored", "customers not forgotten"):
+    for prefix in (
+        "items of forgotten customers served",
+        "canary occurrences a byte scan finds",
+        "canary occurrences after the restored",
+        "customers not forgotten",
+    ):
         assert metric(result, prefix).passed, result.failures()
     attempts = result.details["attempts"]
     assert attempts["stale worker"] == 0 and attempts["backup restore"] == 0, attempts
@@ -129,6 +151,7 @@ def test_forgetting_fails_on_a_store_that_skips_the_tombstone_check(tmp_path):
 
 
 # ---------------------------------------------------------------- the scorecard and the runner
+
 
 def _fake(passed: bool) -> core.EvalResult:
     gate = core.Gate("ours", "==", 0)
@@ -178,6 +201,7 @@ def test_the_commit_label_is_a_revision_or_unknown(tmp_path):
 
 # ---------------------------------------------------------------- policy, contradiction, skew, abstention
 
+
 def test_policy_resolution_is_exact_on_every_kind_of_order(tmp_path):
     result = run("policy", tmp_path, policy__orders=30)
     assert result.passed, result.failures()
@@ -222,6 +246,7 @@ def test_abstention_fails_on_a_store_that_serves_what_is_out_of_reach(tmp_path, 
 
 
 # ---------------------------------------------------------------- retrieval (wraps evals/retrieval.py)
+
 
 def test_retrieval_in_the_suite_serves_no_distractor_and_fails_on_a_store_that_serves_every_version(tmp_path):
     ok = run("retrieval", tmp_path / "ok")

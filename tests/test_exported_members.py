@@ -3,14 +3,46 @@
 import memory_lakehouse as ml
 
 API_NAMES = [  # the names ../shared/API.md promises
-    "open", "Scope", "Principal", "Fact", "Preference", "Episode", "Reference", "Policy", "Note",
-    "LakehouseError", "ValidationError", "PermissionDenied", "StaleGeneration", "Escalation", "ConflictError",
+    "open",
+    "Scope",
+    "Principal",
+    "Fact",
+    "Preference",
+    "Episode",
+    "Reference",
+    "Policy",
+    "Note",
+    "LakehouseError",
+    "ValidationError",
+    "PermissionDenied",
+    "StaleGeneration",
+    "Escalation",
+    "ConflictError",
     "StoreError",
 ]
 STORE_METHODS = [
-    "write", "write_many", "propose", "approve", "retract", "generation", "recall", "get_fact", "episodes",
-    "context", "resolve_policy", "replay", "audit", "forget", "purge", "rebuild_index", "tracer", "batch",
-    "get", "list", "history", "pending",
+    "write",
+    "write_many",
+    "propose",
+    "approve",
+    "retract",
+    "generation",
+    "recall",
+    "get_fact",
+    "episodes",
+    "context",
+    "resolve_policy",
+    "replay",
+    "audit",
+    "forget",
+    "purge",
+    "rebuild_index",
+    "tracer",
+    "batch",
+    "get",
+    "list",
+    "history",
+    "pending",
 ]
 
 
@@ -31,8 +63,14 @@ def test_the_api_contract_names_are_exported():
 
 
 def test_errors_share_one_base_and_match_builtins():
-    for err in (ml.ValidationError, ml.PermissionDenied, ml.StaleGeneration, ml.Escalation, ml.ConflictError,
-                ml.StoreError):
+    for err in (
+        ml.ValidationError,
+        ml.PermissionDenied,
+        ml.StaleGeneration,
+        ml.Escalation,
+        ml.ConflictError,
+        ml.StoreError,
+    ):
         assert issubclass(err, ml.LakehouseError)
     assert issubclass(ml.ValidationError, ValueError)
     assert issubclass(ml.PermissionDenied, PermissionError)

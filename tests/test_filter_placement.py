@@ -7,15 +7,15 @@ only a superseded version returns nothing — never that version.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-
-import memory_lakehouse as ml
 from _support import SimClock
 
-DAY1 = datetime(2026, 9, 1, tzinfo=timezone.utc)
-DAY14 = datetime(2026, 9, 14, tzinfo=timezone.utc)
+import memory_lakehouse as ml
+
+DAY1 = datetime(2026, 9, 1, tzinfo=UTC)
+DAY14 = datetime(2026, 9, 14, tzinfo=UTC)
 ALICE = ml.Principal("alice", ml.Scope("acme", "support", "tier2", "alice"), role="member")
 LEAD = ml.Principal("dana", ml.Scope("acme", "eng", "sre"), role="curator")
 QUERY = "what plan is user:42 on?"
@@ -23,8 +23,7 @@ QUERY = "what plan is user:42 on?"
 
 @pytest.fixture
 def store(tmp_path) -> ml.MemoryStore:
-    return ml.open(tmp_path / "s", clock=SimClock(datetime(2026, 9, 20, tzinfo=timezone.utc)),
-                   embedder=ml.HashingEmbedder())
+    return ml.open(tmp_path / "s", clock=SimClock(datetime(2026, 9, 20, tzinfo=UTC)), embedder=ml.HashingEmbedder())
 
 
 @pytest.fixture
@@ -85,8 +84,16 @@ def test_a_filter_never_brings_back_a_retracted_or_ended_version(store):
 
 
 def _fix(**changes) -> ml.Episode:
-    ep = ml.Episode("checkout", "prod", "p99 above 4s", "pool 20 -> 40", "fixed", DAY1,
-                    evidence="https://inc/INC-101", source="review")
+    ep = ml.Episode(
+        "checkout",
+        "prod",
+        "p99 above 4s",
+        "pool 20 -> 40",
+        "fixed",
+        DAY1,
+        evidence="https://inc/INC-101",
+        source="review",
+    )
     return ep.replace(**changes) if changes else ep
 
 
@@ -104,10 +111,12 @@ def test_a_subject_never_brings_back_a_version_whose_correction_names_another_su
     fixed = store.write(_fix(subject="service:payments", supersedes=first.record_id), by=LEAD)
     assert fixed.action == "superseded"
     assert store.recall("pool", by=LEAD, subject="service:checkout", kinds=["episode"]) == []
-    assert [h.record.record_id for h in store.recall("pool", by=LEAD, subject="service:payments",
-                                                     kinds=["episode"])] == [fixed.record_id]
-    later = datetime(2026, 9, 21, tzinfo=timezone.utc)
+    assert [
+        h.record.record_id for h in store.recall("pool", by=LEAD, subject="service:payments", kinds=["episode"])
+    ] == [fixed.record_id]
+    later = datetime(2026, 9, 21, tzinfo=UTC)
     decisions = [("d1", LEAD, "pool", "service:checkout", later), ("d2", LEAD, "pool", "service:payments", later)]
     seen = store.replay(decisions, kinds=["episode"]).visible
-    assert sorted(zip(seen.column("decision_id").to_pylist(), seen.column("record_id").to_pylist())) \
-        == [("d2", fixed.record_id)]
+    assert sorted(zip(seen.column("decision_id").to_pylist(), seen.column("record_id").to_pylist())) == [
+        ("d2", fixed.record_id)
+    ]

@@ -14,18 +14,41 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from _forgetting import (
+    OTHER,
+    SUBJECT,
+    canary,
+    child_leaks,
+    child_reads_across_a_forget,
+    files_holding,
+    leaks,
+    open_store,
+    steward_of,
+    write_others,
+    write_subject,
+)
+from _support import (
+    AGENT,
+    ALICE,
+    BOB,
+    CURATOR,
+    MEMBER,
+    ORG,
+    SALES,
+    STEWARD,
+    SUPPORT,
+    TIER1,
+    TIER2,
+    SimClock,
+    day,
+    examples,
+    fact,
+    snapshot,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
-from _forgetting import (
-    OTHER, SUBJECT, canary, child_leaks, child_reads_across_a_forget, files_holding, leaks, open_store,
-    steward_of, write_others, write_subject,
-)
-from _support import (
-    AGENT, ALICE, BOB, CURATOR, MEMBER, ORG, SALES, STEWARD, SUPPORT, TIER1, TIER2, SimClock, day, examples, fact,
-    snapshot,
-)
 
 #: Past instants of the story in `write_subject`: after each batch of writes.
 TIMES = [day(1, 1), day(2, 1), day(3, 1)]
@@ -61,8 +84,7 @@ def test_a_new_process_that_opens_the_store_serves_nothing_of_the_subject(world)
     store.forget(SUBJECT, by=STEWARD, reason="erasure request")
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
-        found = pool.apply(child_leaks, (str(tmp / "store"), str(tmp / "ledger"), SUBJECT, [can], TIMES,
-                                         clock.now))
+        found = pool.apply(child_leaks, (str(tmp / "store"), str(tmp / "ledger"), SUBJECT, [can], TIMES, clock.now))
     assert found == []
 
 
@@ -71,9 +93,10 @@ def test_a_process_already_serving_stops_at_the_next_read_after_a_forget_elsewhe
     store, clock, can, _, tmp = world
     ctx = multiprocessing.get_context("spawn")
     opened, forgotten, out = ctx.Event(), ctx.Event(), ctx.Queue()
-    child = ctx.Process(target=child_reads_across_a_forget,
-                        args=(str(tmp / "store"), str(tmp / "ledger"), SUBJECT, [can], TIMES, clock.now,
-                              opened, forgotten, out))
+    child = ctx.Process(
+        target=child_reads_across_a_forget,
+        args=(str(tmp / "store"), str(tmp / "ledger"), SUBJECT, [can], TIMES, clock.now, opened, forgotten, out),
+    )
     child.start()
     try:
         assert opened.wait(120), "the reader never opened the store"
@@ -124,12 +147,16 @@ def test_a_stale_generation_write_raises_and_changes_no_file(world):
     before = snapshot(tmp)  # the store and the ledger kept apart
 
     with pytest.raises(ml.StaleGeneration) as err:
-        store.write(fact(SUBJECT, "shipping_note", f"{can} recreated by a late job", day(0)), by=CURATOR,
-                    generation=started_at)
+        store.write(
+            fact(SUBJECT, "shipping_note", f"{can} recreated by a late job", day(0)), by=CURATOR, generation=started_at
+        )
     assert err.value.args and "customer-728" not in str(err.value)  # the error names the key, not the subject
     with pytest.raises(ml.StaleGeneration):
-        store.write_many([fact(OTHER, "region", "eu-west", day(4)),
-                          fact(SUBJECT, "embedding_job", f"{can} vector", day(0))], by=CURATOR, generation=started_at)
+        store.write_many(
+            [fact(OTHER, "region", "eu-west", day(4)), fact(SUBJECT, "embedding_job", f"{can} vector", day(0))],
+            by=CURATOR,
+            generation=started_at,
+        )
 
     assert snapshot(tmp) == before
     assert store.get_fact(SUBJECT, "shipping_note", by=MEMBER) is None
@@ -140,8 +167,11 @@ def test_a_worker_holding_the_current_generation_may_write_new_memory(world):
     store, clock, can, _, _ = world
     store.forget(SUBJECT, by=STEWARD, reason="erasure request")
     clock.advance(days=1)
-    store.write(fact(SUBJECT, "plan", "re-subscribed after the erasure", day(5)), by=CURATOR,
-                generation=store.generation(SUBJECT))
+    store.write(
+        fact(SUBJECT, "plan", "re-subscribed after the erasure", day(5)),
+        by=CURATOR,
+        generation=store.generation(SUBJECT),
+    )
     assert store.get_fact(SUBJECT, "plan", by=MEMBER).value == "re-subscribed after the erasure"
     assert store.get_fact(SUBJECT, "shipping_note", by=MEMBER) is None  # the old memory stays forgotten
     store.forget(SUBJECT, by=STEWARD, reason="second erasure request")
@@ -153,8 +183,10 @@ def test_forgetting_an_actor_hides_what_was_scoped_to_that_actor(tmp_path):
     clock = SimClock(day(1))
     store = open_store(tmp_path / "store", clock=clock)
     can = canary()
-    own = [store.write(fact(f"ticket:T-{n}", "note", f"{can} private note {n}", day(0)), by=MEMBER).record_id
-           for n in range(3)]
+    own = [
+        store.write(fact(f"ticket:T-{n}", "note", f"{can} private note {n}", day(0)), by=MEMBER).record_id
+        for n in range(3)
+    ]
     store.write(ml.Note("s-9", "draft", f"{can} draft reply", ttl=timedelta(days=30)), by=MEMBER)
     team = store.write(fact("ticket:T-1", "status", "escalated to tier 3", day(0)), by=CURATOR)
     bot = store.propose(fact("ticket:T-2", "status", "bot note", day(0)), by=AGENT)
@@ -167,8 +199,9 @@ def test_forgetting_an_actor_hides_what_was_scoped_to_that_actor(tmp_path):
     for n in range(3):
         assert store.get_fact(f"ticket:T-{n}", "note", by=MEMBER) is None
         assert store.get_fact(f"ticket:T-{n}", "note", by=MEMBER, as_of=day(1, 1)) is None
-    assert not [h for h in store.recall("private note draft reply", by=MEMBER, kinds=["fact", "note"], k=20)
-                if can in h.text]
+    assert not [
+        h for h in store.recall("private note draft reply", by=MEMBER, kinds=["fact", "note"], k=20) if can in h.text
+    ]
     assert store.get_fact("ticket:T-1", "status", by=MEMBER).value == "escalated to tier 3"
     # rows written at that scope after the forget are new memory, served again
     clock.advance(days=1)
@@ -233,17 +266,22 @@ READERS = [ml.Principal(str(s.actor), s, role="member") for s in (ALICE, BOB, SA
 
 
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rows=st.lists(st.tuples(st.sampled_from(["customer-1", "customer-2"]), st.sampled_from(TREE)),
-                     min_size=1, max_size=8),
-       steward_at=st.sampled_from([ORG, SUPPORT, SALES, TIER2, ml.Scope("acme", "sales", "emea")]))
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from(["customer-1", "customer-2"]), st.sampled_from(TREE)), min_size=1, max_size=8
+    ),
+    steward_at=st.sampled_from([ORG, SUPPORT, SALES, TIER2, ml.Scope("acme", "sales", "emea")]),
+)
 def test_a_forget_hides_exactly_the_subjects_rows_inside_the_stewards_subtree(rows, steward_at):
     """One scope away from the steward's subtree, and one subject away, nothing changes."""
     with tempfile.TemporaryDirectory() as root:
         clock = SimClock(day(1))
         store = open_store(root, clock=clock)
         writer = ml.Principal("backfill", ORG, role="curator")
-        written = store.write_many([fact(subject, f"a{i}", f"value {i}", day(0), scope=scope)
-                                    for i, (subject, scope) in enumerate(rows)], by=writer)
+        written = store.write_many(
+            [fact(subject, f"a{i}", f"value {i}", day(0), scope=scope) for i, (subject, scope) in enumerate(rows)],
+            by=writer,
+        )
         clock.advance(hours=1)
         store.forget("customer-1", by=steward_of(steward_at), reason="erasure request")
         for reader in READERS:

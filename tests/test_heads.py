@@ -4,14 +4,14 @@ expiring versions, retractions, forgets and purges, read by many principals at m
 (and again after every change), each read compared with the plain query."""
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 import memory_lakehouse as ml
 from memory_lakehouse.query import bases_table
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ORGS = ("acme", "globex")
 SUBJECTS = [f"user:{i}" for i in range(6)]
 
@@ -47,12 +47,17 @@ def _compare(store, rng, readers, bases, *, reads=8):
     for _ in range(reads):
         who = rng.choice(readers)
         basis = rng.choice(bases)
-        for kind, subject, filters in (("fact", None, None), ("fact", rng.choice(SUBJECTS), None),
-                                       ("fact", rng.choice(SUBJECTS), {"attribute": rng.choice(["plan", "tier"])}),
-                                       ("fact", None, {"attribute": "plan"}), ("preference", None, None),
-                                       ("note", None, {"key": rng.choice(["Topic", "topic", "step"])})):
-            assert _fast(store, kind, who, basis, subject, filters) == _slow(store, kind, who, basis, subject, filters), \
-                (kind, who.scope, basis.describe(), subject, filters)
+        for kind, subject, filters in (
+            ("fact", None, None),
+            ("fact", rng.choice(SUBJECTS), None),
+            ("fact", rng.choice(SUBJECTS), {"attribute": rng.choice(["plan", "tier"])}),
+            ("fact", None, {"attribute": "plan"}),
+            ("preference", None, None),
+            ("note", None, {"key": rng.choice(["Topic", "topic", "step"])}),
+        ):
+            assert _fast(store, kind, who, basis, subject, filters) == _slow(
+                store, kind, who, basis, subject, filters
+            ), (kind, who.scope, basis.describe(), subject, filters)
 
 
 def _random_write(store, rng, now, writers):
@@ -62,16 +67,30 @@ def _random_write(store, rng, now, writers):
     start = T0 + timedelta(days=rng.randrange(0, 40))
     roll = rng.random()
     if roll < 0.55:
-        record = ml.Fact(subject, rng.choice(["plan", "tier"]), rng.choice(["Free", "Pro", "Team"]), start,
-                         valid_to=start + timedelta(days=rng.randrange(1, 30)) if rng.random() < 0.2 else None,
-                         expires_at=now[0] + timedelta(days=rng.randrange(1, 20)) if rng.random() < 0.15 else None,
-                         source="crm", scope=scope)
+        record = ml.Fact(
+            subject,
+            rng.choice(["plan", "tier"]),
+            rng.choice(["Free", "Pro", "Team"]),
+            start,
+            valid_to=start + timedelta(days=rng.randrange(1, 30)) if rng.random() < 0.2 else None,
+            expires_at=now[0] + timedelta(days=rng.randrange(1, 20)) if rng.random() < 0.15 else None,
+            source="crm",
+            scope=scope,
+        )
     elif roll < 0.8:
-        record = ml.Preference(subject, "tone", rng.choice(["brief", "long"]), start, source="chat", scope=scope,
-                               ttl=timedelta(days=rng.randrange(5, 60)))
+        record = ml.Preference(
+            subject,
+            "tone",
+            rng.choice(["brief", "long"]),
+            start,
+            source="chat",
+            scope=scope,
+            ttl=timedelta(days=rng.randrange(5, 60)),
+        )
     else:  # a key spelled two ways: one slot (slots fold case), two spellings of the filter column
-        record = ml.Note("s1", rng.choice(["Topic", "topic", "step"]), rng.choice(["a", "b"]), scope=scope,
-                         valid_from=start)
+        record = ml.Note(
+            "s1", rng.choice(["Topic", "topic", "step"]), rng.choice(["a", "b"]), scope=scope, valid_from=start
+        )
     try:
         return store.write(record, by=writers[org])
     except ml.StaleGeneration:  # history of a subject forgotten since: refused (issue 10), not a read question
@@ -101,8 +120,9 @@ def test_every_reader_at_every_basis_gets_what_the_per_reader_query_returns(tmp_
             store.forget(rng.choice(SUBJECTS), by=writers[rng.choice(ORGS)], reason="erasure request")
         if step % 15 == 14:
             bases.append(store._basis(None, None, None))  # now, then later a past basis
-            bases.append(store._basis(None, T0 + timedelta(days=rng.randrange(0, 40)),
-                                      T0 + timedelta(days=rng.randrange(0, 60))))
+            bases.append(
+                store._basis(None, T0 + timedelta(days=rng.randrange(0, 40)), T0 + timedelta(days=rng.randrange(0, 60)))
+            )
             _compare(store, rng, readers, bases + [store._basis(None, None, None)])
     store.purge(by=writers["acme"])
     _compare(store, rng, readers, bases + [store._basis(None, None, None)], reads=16)
@@ -123,8 +143,9 @@ def test_one_query_serves_many_readers_of_an_org_at_one_basis(tmp_path):
     store = ml.open(tmp_path / "s", clock=lambda: T0 + timedelta(days=1), embedder=ml.HashingEmbedder())
     lead = ml.Principal("lead", ml.Scope("acme"), role="curator")
     for i in range(5):
-        store.write(ml.Fact(f"user:{i}", "plan", "Pro", T0, source="crm", scope=ml.Scope("acme", "support", f"t{i}")),
-                    by=lead)
+        store.write(
+            ml.Fact(f"user:{i}", "plan", "Pro", T0, source="crm", scope=ml.Scope("acme", "support", f"t{i}")), by=lead
+        )
     queries = []
     with store.tracer(lambda line: queries.append(line) if "SELECT" in line else None):
         for i in range(5):

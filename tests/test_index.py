@@ -134,8 +134,12 @@ def test_the_planner_says_which_path_it_took():
 
 
 def test_exact_search_scores_cosine_similarity_best_first():
-    got = exact_search(np.array([1.0, 0.0]), np.array([[-3.0, 0.0], [2.0, 2.0], [5.0, 0.0], [0.0, 0.0]]),
-                       ["left", "diag", "right", "zero"], 3)
+    got = exact_search(
+        np.array([1.0, 0.0]),
+        np.array([[-3.0, 0.0], [2.0, 2.0], [5.0, 0.0], [0.0, 0.0]]),
+        ["left", "diag", "right", "zero"],
+        3,
+    )
     assert [r for r, _ in got] == ["right", "diag", "zero"]
     assert got[0][1] == pytest.approx(1.0)
     assert got[1][1] == pytest.approx(2**-0.5)
@@ -179,7 +183,7 @@ def test_capacity_grows_as_vectors_arrive():
     part = Partition.create(DIM, capacity=4)
     vecs = unit(300, seed=12)
     for start in range(0, 300, 37):
-        part.add(ids(300)[start:start + 37], vecs[start:start + 37], num_threads=1)
+        part.add(ids(300)[start : start + 37], vecs[start : start + 37], num_threads=1)
     assert len(part) == 300 and part.capacity >= 300
     for i in (0, 150, 299):
         assert part.search(vecs[i], 1, plan="hnsw", ef=300)[0][0] == f"rec_{i:05d}"

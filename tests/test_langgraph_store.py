@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("langgraph")
 
-from _support import MEMBER, SIBLING, SimClock, day, examples  # noqa: E402
-from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp  # noqa: E402
-from langgraph.store.memory import InMemoryStore  # noqa: E402
+from _support import MEMBER, SIBLING, SimClock, day, examples
+from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp
+from langgraph.store.memory import InMemoryStore
 
-import memory_lakehouse as ml  # noqa: E402
-from memory_lakehouse.integrations.langgraph import LakehouseStore, decode_label, encode_label  # noqa: E402
+import memory_lakehouse as ml
+from memory_lakehouse.integrations.langgraph import LakehouseStore, decode_label, encode_label
 
 EMBEDDER = ml.HashingEmbedder(dim=64)
 
@@ -54,6 +54,7 @@ class Ticking:
         def call(*a, **kw):
             self.clock.advance(minutes=1)
             return attr(*a, **kw)
+
         return call
 
 
@@ -147,6 +148,7 @@ def test_async_batch_runs_the_same_operations(lg):
         await lg.inner.adelete(("a",), "k")
         gone = await lg.inner.aget(("a",), "k")
         return got, found, spaces, gone
+
     got, found, spaces, gone = asyncio.run(go())
     assert got.value == {"v": 1} and [f.key for f in found] == ["k"] and spaces == [("a",)] and gone is None
 
@@ -164,9 +166,12 @@ OP = st.one_of(
 
 def _reads():
     return [GetOp(ns, k) for ns in NAMESPACES for k in KEYS] + [
-        SearchOp(("docs",), limit=100), SearchOp(("docs",), filter={"tag": "red"}, limit=100),
-        SearchOp((), filter={"n": {"$gte": 3}}, limit=100), SearchOp(("users",), limit=100),
-        ListNamespacesOp(), ListNamespacesOp(max_depth=1),
+        SearchOp(("docs",), limit=100),
+        SearchOp(("docs",), filter={"tag": "red"}, limit=100),
+        SearchOp((), filter={"n": {"$gte": 3}}, limit=100),
+        SearchOp(("users",), limit=100),
+        ListNamespacesOp(),
+        ListNamespacesOp(max_depth=1),
         ListNamespacesOp(match_conditions=(("prefix", ("docs", "*")),)),
         ListNamespacesOp(match_conditions=(("suffix", ("prefs",)),)),
     ]
@@ -175,8 +180,12 @@ def _reads():
 def _fix(op):
     if isinstance(op, ListNamespacesOp):
         from langgraph.store.base import MatchCondition
-        return ListNamespacesOp(match_conditions=tuple(MatchCondition(*c) for c in op.match_conditions or ()) or None,
-                                max_depth=op.max_depth, limit=100)
+
+        return ListNamespacesOp(
+            match_conditions=tuple(MatchCondition(*c) for c in op.match_conditions or ()) or None,
+            max_depth=op.max_depth,
+            limit=100,
+        )
     return op
 
 

@@ -34,8 +34,11 @@ def _turns(store: ml.MemoryStore) -> list[dict]:
 
 
 def test_the_samples_are_what_the_generator_makes(tmp_path):
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_conversation_samples.py"), "--out", str(tmp_path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_conversation_samples.py"), "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
     for name in ("locomo_sample.json", "longmemeval_sample.json"):
         assert (tmp_path / name).read_text() == (SAMPLES / name).read_text(), name
 
@@ -58,8 +61,7 @@ def test_as_of_on_a_loaded_benchmark_never_returns_a_turn_of_a_later_session(sto
     starts = sorted({r["valid_from"] for r in turns})
     for before, after in zip(starts, [*starts[1:], starts[-1] + timedelta(days=1)], strict=True):
         at = before + (after - before) / 2
-        hits = store.recall("what did you do with the dog and the marathon", by=READER, kinds=["turn"], k=50,
-                            as_of=at)
+        hits = store.recall("what did you do with the dog and the marathon", by=READER, kinds=["turn"], k=50, as_of=at)
         assert hits, at
         assert all(h.record.said_at <= at for h in hits), at
         assert {h.record.said_at for h in hits} == {s for s in starts if s <= at}
@@ -117,6 +119,7 @@ def test_a_photo_caption_is_part_of_the_turn_and_its_search_text(store):
 
 # ---------------------------------------------------------------------------- bad input
 
+
 def _broken(tmp_path, mutate) -> Path:
     data = json.loads(LOCOMO.read_text())
     mutate(data)
@@ -125,11 +128,14 @@ def _broken(tmp_path, mutate) -> Path:
     return path
 
 
-@pytest.mark.parametrize("mutate, item, field", [
-    (lambda d: d.update(session_2_date_time="sometime in spring"), "session_2", "session_2_date_time"),
-    (lambda d: d["session_3"][1].update(text="   "), "session_3 turn D3:2", "text"),
-    (lambda d: d["session_1"][0].pop("speaker"), "session_1 turn D1:1", "speaker"),
-])
+@pytest.mark.parametrize(
+    "mutate, item, field",
+    [
+        (lambda d: d.update(session_2_date_time="sometime in spring"), "session_2", "session_2_date_time"),
+        (lambda d: d["session_3"][1].update(text="   "), "session_3 turn D3:2", "text"),
+        (lambda d: d["session_1"][0].pop("speaker"), "session_1 turn D1:1", "speaker"),
+    ],
+)
 def test_bad_input_is_one_line_naming_file_item_and_field_and_writes_nothing(store, tmp_path, mutate, item, field):
     path = _broken(tmp_path, mutate)
     with pytest.raises(ml.ValidationError) as err:
@@ -170,6 +176,7 @@ def test_loading_without_the_right_role_is_refused(store):
 
 # ---------------------------------------------------------------------------- the CLI
 
+
 def test_memlake_load_loads_and_reports(tmp_path, capsys):
     args = ["--store", str(tmp_path / "s"), "--scope", "acme", "--json"]
     assert cli_main(["load", str(LOCOMO), "--format", "locomo", *args]) == 0
@@ -189,21 +196,25 @@ def test_memlake_load_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.skipif(not DEV.is_dir(), reason="the LoCoMo dev data (../shared/data) is not here")
 def test_all_five_dev_conversations_load_from_the_cli(tmp_path, capsys):
-    assert cli_main(["load", str(DEV), "--format", "locomo", "--store", str(tmp_path / "s"), "--scope", "acme",
-                     "--json"]) == 0
+    assert (
+        cli_main(["load", str(DEV), "--format", "locomo", "--store", str(tmp_path / "s"), "--scope", "acme", "--json"])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert (out["sessions"], out["turns"], out["questions"], out["late_sessions"]) == (128, 2760, 999, 0)
 
 
 def test_the_conversation_tables_keep_content_out_of_the_delta_log(store):
     store.load(LOCOMO, format="locomo", by=MEMBER)
-    store.capture("s1", [{"role": "user", "text": "I prefer window seats on long flights"}], by=MEMBER,
-                  subject="user:42").result()
+    store.capture(
+        "s1", [{"role": "user", "text": "I prefer window seats on long flights"}], by=MEMBER, subject="user:42"
+    ).result()
     for kind in ("turn", "memory", "summary", "sighting"):
         config = store.lake.handle(kind).metadata().configuration
         assert config["delta.dataSkippingStatsColumns"] == "valid_from,valid_to,expires_at", kind
-    logs = b"".join(p.read_bytes() for kind in ("turn", "memory")
-                    for p in (Path(store.root) / kind / "_delta_log").glob("*.json"))
+    logs = b"".join(
+        p.read_bytes() for kind in ("turn", "memory") for p in (Path(store.root) / kind / "_delta_log").glob("*.json")
+    )
     for text in (b"pottery class", b"window seats", b"Ada", b"locomo_sample-session"):
         assert text not in logs, text
 

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from deltalake import DeltaTable
-
-import memory_lakehouse as ml
 from _forgetting import KINDS, SUBJECT, canary, files_holding, leaks, open_store, other_reads, write_mixed_world
 from _support import CURATOR, MEMBER, STEWARD, SimClock, age_files, day, fact
 from _writers import child_writes
+from deltalake import DeltaTable
+from test_time_travel import TABLES, answers, commit_log, tell_story
+
+import memory_lakehouse as ml
 from memory_lakehouse.cli import main as cli
 from memory_lakehouse.records import SPECS
-from test_time_travel import TABLES, answers, commit_log, tell_story
 
 OFF = ml.MaintenancePolicy(None, None)
 
@@ -35,8 +35,11 @@ def system_time(store: ml.MemoryStore) -> dict[str, list]:
 
 
 def facts_over_time(store: ml.MemoryStore, times) -> dict:
-    return {(t, who.id): getattr(store.get_fact("user:42", "plan", by=who, as_of=t), "record_id", None)
-            for t in times for who in (MEMBER, CURATOR)}
+    return {
+        (t, who.id): getattr(store.get_fact("user:42", "plan", by=who, as_of=t), "record_id", None)
+        for t in times
+        for who in (MEMBER, CURATOR)
+    }
 
 
 def many_small_files(store: ml.MemoryStore, clock: SimClock, n: int = 12) -> None:
@@ -61,7 +64,10 @@ def test_compact_checkpoint_and_vacuum_change_no_answer_and_no_system_time(story
     readings = sorted({k[0] for k in before})
     facts_before = facts_over_time(store, readings)
     status = store.maintenance.status()
-    assert status.tables["fact"].files > 10 and status.tables["fact"].commits_since_compaction == status.tables["fact"].version + 1
+    assert (
+        status.tables["fact"].files > 10
+        and status.tables["fact"].commits_since_compaction == status.tables["fact"].version + 1
+    )
 
     compacted = store.maintenance.compact()
     assert compacted.files_removed > compacted.files_added >= 1
@@ -93,7 +99,8 @@ def test_system_time_survives_the_log_deleting_its_old_commit_files(story):
     audit_before = store.audit(subject="user:42", by=STEWARD)
     for table in TABLES:  # an operator shortens the log's retention, as Delta's defaults would
         DeltaTable(f"{store.root}/{table}").alter.set_table_properties(
-            {"delta.logRetentionDuration": "interval 1 days"})
+            {"delta.logRetentionDuration": "interval 1 days"}
+        )
         age_files((Path(store.root) / table / "_delta_log").glob("*.json"), days=60)
     store.lake.refresh()
     log_before = commit_log(store)  # the property changes are commits too (not memory commits)
@@ -172,8 +179,11 @@ def test_maintenance_beside_a_writer_process_loses_no_write(tmp_path):
     assert child.exitcode == 0
     store.lake.refresh()  # what every public read does first
     known = store.lake.known_rows("fact")
-    child_versions = [v for rid, v in zip(known.column("record_id").to_pylist(),
-                                          known.column("commit_version").to_pylist()) if rid in set(child_ids)]
+    child_versions = [
+        v
+        for rid, v in zip(known.column("record_id").to_pylist(), known.column("commit_version").to_pylist())
+        if rid in set(child_ids)
+    ]
     compactions = [v for v, c in store.lake.views["fact"].commits.items() if c.operation == "optimize"]
     # the compactions really ran while the other process appended
     assert any(min(child_versions) < v < max(child_versions) for v in compactions), (child_versions, compactions)
@@ -202,9 +212,13 @@ def test_the_policy_compacts_as_the_store_is_written_and_answers_as_a_store_with
 
     def values(store: ml.MemoryStore) -> dict:
         times = sorted({c.committed_at for c in store.lake.commits() if c.is_memory})
-        return {(t, s): (f.value, f.known_since) if f else None for t in times + [day(9)]
-                for s in ("user:42", "user:3", "user:14")
-                for f in [store.get_fact(s, "plan" if s == "user:42" else "region", by=MEMBER, as_of=t)]}
+        return {
+            (t, s): (f.value, f.known_since) if f else None
+            for t in times + [day(9)]
+            for s in ("user:42", "user:3", "user:14")
+            for f in [store.get_fact(s, "plan" if s == "user:42" else "region", by=MEMBER, as_of=t)]
+        }
+
     assert values(maintained) == values(plain)
 
 

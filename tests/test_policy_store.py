@@ -7,14 +7,13 @@ asks ``store.resolve_policy`` — no index, no fixtures shared between tests.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from deltalake import DeltaTable
 
 import memory_lakehouse as ml
 
-UTC = timezone.utc
 SECOND = timedelta(seconds=1)
 
 
@@ -46,10 +45,20 @@ def policy(policy_id: str, text: str, conditions: dict, start: datetime, **kw) -
 
 RETURNS_30 = policy("returns-us", "US orders can be returned within 30 days.", {"market": "US"}, JAN_1)
 RETURNS_14 = policy("returns-us", "US orders can be returned within 14 days.", {"market": "US"}, SEPT_1)
-ELECTRONICS_30 = policy("returns-electronics", "Electronics can be returned within 30 days.",
-                        {"product_class": "electronics"}, JAN_1, priority=5)
-FINAL_SALE = policy("final-sale-electronics", "Final-sale electronics cannot be returned.",
-                    {"product_class": "electronics", "sale_type": "final"}, JAN_1, priority=10)
+ELECTRONICS_30 = policy(
+    "returns-electronics",
+    "Electronics can be returned within 30 days.",
+    {"product_class": "electronics"},
+    JAN_1,
+    priority=5,
+)
+FINAL_SALE = policy(
+    "final-sale-electronics",
+    "Final-sale electronics cannot be returned.",
+    {"product_class": "electronics", "sale_type": "final"},
+    JAN_1,
+    priority=10,
+)
 
 
 class Shop:
@@ -60,7 +69,7 @@ class Shop:
         self.now = JAN_1
         self.store = ml.open(path, clock=lambda: self.now)
 
-    def at(self, when: datetime) -> "Shop":
+    def at(self, when: datetime) -> Shop:
         assert when >= self.now, "the simulated clock only moves forward"
         self.now = when
         return self
@@ -78,6 +87,7 @@ def shop(tmp_path) -> Shop:
 
 
 # --------------------------------------------------------------------------- effective dates
+
 
 def test_an_order_one_second_before_september_first_gets_the_30_day_version(shop):
     shop.store.write(RETURNS_30, by=LEGAL)
@@ -120,6 +130,7 @@ def test_a_naive_order_time_is_rejected(shop):
 
 # --------------------------------------------------------------------------- scope and precedence
 
+
 def test_us_electronics_and_final_sale_rules_resolve_by_precedence_naming_the_winning_rule(shop):
     shop.store.write_many([RETURNS_30, ELECTRONICS_30, FINAL_SALE], by=LEGAL)
     at = t(2026, 3, 2)
@@ -130,7 +141,9 @@ def test_us_electronics_and_final_sale_rules_resolve_by_precedence_naming_the_wi
     electronics = shop.resolve(US_ELECTRONICS, at)
     assert electronics.policy.policy_id == "returns-electronics" and electronics.rule == "priority"
     assert {c.policy.policy_id: c.state for c in electronics.losers} == {
-        "returns-us": "lost", "final-sale-electronics": "not matching"}
+        "returns-us": "lost",
+        "final-sale-electronics": "not matching",
+    }
     assert "won by priority" in electronics.explanation
 
     final = shop.resolve(FINAL_SALE_ELECTRONICS, at)
@@ -142,10 +155,17 @@ def test_us_electronics_and_final_sale_rules_resolve_by_precedence_naming_the_wi
 
 def test_a_team_policy_is_served_to_that_team_only(shop):
     shop.store.write(RETURNS_30, by=LEGAL)
-    tier2_only = policy("tier2-us-goodwill", "Tier 2 may accept US returns within 45 days.", {"market": "US"},
-                        JAN_1, scope=TIER2)
-    gift = policy("tier2-gifts", "Gift orders can be returned within 60 days.", {"sale_type": "gift"}, JAN_1,
-                  scope=TIER2, priority=1)
+    tier2_only = policy(
+        "tier2-us-goodwill", "Tier 2 may accept US returns within 45 days.", {"market": "US"}, JAN_1, scope=TIER2
+    )
+    gift = policy(
+        "tier2-gifts",
+        "Gift orders can be returned within 60 days.",
+        {"sale_type": "gift"},
+        JAN_1,
+        scope=TIER2,
+        priority=1,
+    )
     shop.store.write_many([tier2_only, gift], by=TIER2_LEAD)
     at = t(2026, 3, 2)
 
@@ -162,11 +182,13 @@ def test_a_team_policy_is_served_to_that_team_only(shop):
 
 # --------------------------------------------------------------------------- write-time overlap checks
 
+
 def test_an_equal_priority_overlap_is_refused_at_write_time_and_nothing_is_written(shop):
     shop.store.write(RETURNS_30, by=LEGAL)
     version = shop.policy_table_version()
-    clash = policy("returns-electronics", "Electronics can be returned within 30 days.",
-                   {"product_class": "electronics"}, JAN_1)  # priority 0, like returns-us
+    clash = policy(
+        "returns-electronics", "Electronics can be returned within 30 days.", {"product_class": "electronics"}, JAN_1
+    )  # priority 0, like returns-us
 
     with pytest.raises(ml.ValidationError, match="returns-electronics overlaps returns-us") as err:
         shop.store.write(clash, by=LEGAL)
@@ -177,8 +199,13 @@ def test_an_equal_priority_overlap_is_refused_at_write_time_and_nothing_is_writt
 
     # an intentional relationship is accepted: a priority gap, or a one-way overrides
     assert shop.store.write(ELECTRONICS_30, by=LEGAL).action == "inserted"
-    holiday = policy("holiday-us", "US holiday orders can be returned within 60 days.", {"market": "US"}, JAN_1,
-                     overrides=("returns-us",))
+    holiday = policy(
+        "holiday-us",
+        "US holiday orders can be returned within 60 days.",
+        {"market": "US"},
+        JAN_1,
+        overrides=("returns-us",),
+    )
     assert shop.store.write(holiday, by=LEGAL).action == "inserted"
 
 
@@ -202,8 +229,9 @@ def test_a_superseded_version_no_longer_counts_as_an_overlap(shop):
 def test_overlaps_inside_one_batch_are_refused_and_the_batch_is_not_written(shop):
     version = shop.policy_table_version()
     with pytest.raises(ml.ValidationError, match="returns-us overlaps returns-electronics"):
-        shop.store.write_many([RETURNS_30, policy("returns-electronics", "30 days.", {"product_class": "electronics"},
-                                                  JAN_1)], by=LEGAL)
+        shop.store.write_many(
+            [RETURNS_30, policy("returns-electronics", "30 days.", {"product_class": "electronics"}, JAN_1)], by=LEGAL
+        )
     assert shop.policy_table_version() == version
 
 
@@ -234,10 +262,21 @@ def test_contradictory_overrides_across_scopes_escalate_instead_of_guessing(shop
     escalates to a person instead of letting scope depth silently decide. A tier-1
     principal, who sees only the org rule, gets an answer.
     """
-    holiday = policy("holiday-us", "US holiday orders can be returned within 60 days.", {"market": "US"}, JAN_1,
-                     overrides=("tier2-us-goodwill",))
-    goodwill = policy("tier2-us-goodwill", "Tier 2 may accept US returns within 45 days.", {"market": "US"}, JAN_1,
-                      scope=TIER2, overrides=("holiday-us",))
+    holiday = policy(
+        "holiday-us",
+        "US holiday orders can be returned within 60 days.",
+        {"market": "US"},
+        JAN_1,
+        overrides=("tier2-us-goodwill",),
+    )
+    goodwill = policy(
+        "tier2-us-goodwill",
+        "Tier 2 may accept US returns within 45 days.",
+        {"market": "US"},
+        JAN_1,
+        scope=TIER2,
+        overrides=("holiday-us",),
+    )
     shop.store.write(holiday, by=LEGAL)
     shop.store.write(goodwill, by=TIER2_LEAD)
 
@@ -250,11 +289,18 @@ def test_contradictory_overrides_across_scopes_escalate_instead_of_guessing(shop
 
 # --------------------------------------------------------------------------- approval
 
+
 def test_a_proposed_policy_is_ignored_until_a_curator_approves_it(shop):
     shop.store.write(RETURNS_30, by=LEGAL)
-    loyal = policy("loyal-exception", "Loyal customers may return orders after 30 days.",
-                   {"customer_segment": "loyal"}, JAN_1, priority=20, source="summariser@v3",
-                   evidence="chat:support-2291")
+    loyal = policy(
+        "loyal-exception",
+        "Loyal customers may return orders after 30 days.",
+        {"customer_segment": "loyal"},
+        JAN_1,
+        priority=20,
+        source="summariser@v3",
+        evidence="chat:support-2291",
+    )
     prop = shop.at(t(2026, 2, 1)).store.propose(loyal, by=BOT, scope=ORG)
     order = {**US_ORDER, "customer_segment": "loyal"}
 
@@ -275,8 +321,13 @@ def test_a_proposed_policy_is_ignored_until_a_curator_approves_it(shop):
 
 
 def test_a_proposal_cannot_carry_its_own_approval(shop):
-    forged = policy("loyal-exception", "Loyal customers may return after 30 days.", {"customer_segment": "loyal"},
-                    JAN_1, approved_by="legal")
+    forged = policy(
+        "loyal-exception",
+        "Loyal customers may return after 30 days.",
+        {"customer_segment": "loyal"},
+        JAN_1,
+        approved_by="legal",
+    )
     with pytest.raises(ml.ValidationError, match="approved_by"):
         shop.store.propose(forged, by=BOT, scope=ORG)
 
@@ -308,6 +359,7 @@ def test_only_a_curator_retracts_a_policy(shop):
 
 
 # --------------------------------------------------------------------------- read-your-writes
+
 
 def test_a_published_policy_is_served_by_the_very_next_read(shop):
     shop.store.write(RETURNS_30, by=LEGAL)

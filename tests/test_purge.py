@@ -19,21 +19,41 @@ from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
+from _forgetting import (
+    KINDS,
+    OTHER,
+    SUBJECT,
+    canary,
+    child_purge,
+    files_holding,
+    index_holds_vector_of,
+    index_ids,
+    leaks,
+    open_store,
+    other_reads,
+    write_mixed_world,
+)
+from _support import (
+    AGENT,
+    CURATOR,
+    MEMBER,
+    STEWARD,
+    SimClock,
+    day,
+    episode,
+    fact,
+    files_under,
+    parquet_strings,
+    snapshot,
+)
 from deltalake import DeltaTable
 
 import memory_lakehouse as ml
 from memory_lakehouse.cli import main as memlake
 from memory_lakehouse.records import SPECS
-from _forgetting import (
-    KINDS, OTHER, SUBJECT, canary, child_purge, files_holding, index_holds_vector_of, index_ids, leaks,
-    open_store, other_reads, write_mixed_world,
-)
-from _support import (
-    AGENT, CURATOR, MEMBER, STEWARD, SimClock, day, episode, fact, files_under, parquet_strings, snapshot,
-)
 
 TIMES = [day(1, 1), day(2, 1), day(3, 1), day(4, 1)]
 #: Instants between the other subject's writes (day 3, every six hours) and after them.
@@ -109,8 +129,9 @@ def test_a_copy_the_purge_cannot_account_for_fails_verification(world):
     store, clock, can, ids, tmp = world
     stray = tmp / "store" / "exports"
     stray.mkdir()
-    data_file = next(p for p in files_under(tmp / "store" / "fact") if p.suffix == ".parquet"
-                     and can in "".join(parquet_strings(p)))
+    data_file = next(
+        p for p in files_under(tmp / "store" / "fact") if p.suffix == ".parquet" and can in "".join(parquet_strings(p))
+    )
     shutil.copy(data_file, stray / "copy.parquet")  # e.g. someone's export left inside the store
     store.forget(SUBJECT, by=STEWARD, reason="erasure request")
 
@@ -156,15 +177,25 @@ def test_a_backup_opened_with_purge_on_open_is_erased_before_it_serves(world):
     shutil.copytree(tmp / "store", tmp / "backup")
     store.forget(SUBJECT, by=STEWARD, reason="erasure request")
 
-    restored = ml.open(tmp / "backup", ledger_uri=str(tmp / "ledger"), clock=clock, embedder=ml.HashingEmbedder(),
-                       purge_on_open=STEWARD)
+    restored = ml.open(
+        tmp / "backup",
+        ledger_uri=str(tmp / "ledger"),
+        clock=clock,
+        embedder=ml.HashingEmbedder(),
+        purge_on_open=STEWARD,
+    )
 
     assert files_holding([tmp / "backup"], [can]) == {}
     assert not set(ids.values()) & index_ids(tmp / "backup")
     assert restored.get_fact(OTHER, "region", by=MEMBER).value == "eu-west"
     before = snapshot(tmp / "backup")  # nothing left to apply: a second open touches nothing
-    ml.open(tmp / "backup", ledger_uri=str(tmp / "ledger"), clock=clock, embedder=ml.HashingEmbedder(),
-            purge_on_open=STEWARD)
+    ml.open(
+        tmp / "backup",
+        ledger_uri=str(tmp / "ledger"),
+        clock=clock,
+        embedder=ml.HashingEmbedder(),
+        purge_on_open=STEWARD,
+    )
     assert snapshot(tmp / "backup") == before
 
 
@@ -184,8 +215,9 @@ def test_a_stale_index_in_another_handle_cannot_write_erased_vectors_back(world)
 
 def test_purge_drops_index_partitions_built_by_another_embedding_model(world):
     store, clock, can, ids, tmp = world
-    minilm_like = ml.open(tmp / "store", ledger_uri=str(tmp / "ledger"), clock=clock,
-                          embedder=ml.HashingEmbedder(dim=64))  # another model: another cache key
+    minilm_like = ml.open(
+        tmp / "store", ledger_uri=str(tmp / "ledger"), clock=clock, embedder=ml.HashingEmbedder(dim=64)
+    )  # another model: another cache key
     assert minilm_like.recall("parcel refund", by=MEMBER, kinds=KINDS)
     store.forget(SUBJECT, by=STEWARD, reason="erasure request")
 
@@ -196,8 +228,18 @@ def test_purge_drops_index_partitions_built_by_another_embedding_model(world):
 
 def test_memlake_purge_is_a_dry_run_unless_yes(world, capsys):
     store, clock, can, ids, tmp = world
-    steward = ["--store", str(tmp / "store"), "--ledger", str(tmp / "ledger"), "--as", "dpo", "--scope", "acme",
-               "--role", "steward"]
+    steward = [
+        "--store",
+        str(tmp / "store"),
+        "--ledger",
+        str(tmp / "ledger"),
+        "--as",
+        "dpo",
+        "--scope",
+        "acme",
+        "--role",
+        "steward",
+    ]
     assert memlake(["forget", SUBJECT, "--reason", "erasure request", *steward]) == 0
     capsys.readouterr()
 
@@ -212,8 +254,25 @@ def test_memlake_purge_is_a_dry_run_unless_yes(world, capsys):
     assert files_holding([tmp / "store", tmp / "ledger"], [can]) == {}
     assert not set(ids.values()) & index_ids(tmp / "store")  # the HashingEmbedder partition too
 
-    assert memlake(["purge", "--as", "alice", "--scope", "acme/support/tier2/alice", "--role", "member",
-                    "--store", str(tmp / "store"), "--ledger", str(tmp / "ledger"), "--yes"]) == 2
+    assert (
+        memlake(
+            [
+                "purge",
+                "--as",
+                "alice",
+                "--scope",
+                "acme/support/tier2/alice",
+                "--role",
+                "member",
+                "--store",
+                str(tmp / "store"),
+                "--ledger",
+                str(tmp / "ledger"),
+                "--yes",
+            ]
+        )
+        == 2
+    )
     assert "PermissionDenied" in capsys.readouterr().err
 
 
@@ -222,8 +281,12 @@ def test_retention_erases_expired_memory_only_after_ttl_plus_grace(tmp_path):
     store = open_store(tmp_path / "store", clock=clock)
     can = {name: canary() for name in ("note", "pref", "failed", "fixed", "fact")}
     store.write(ml.Note("sess-1", "scratch", f"{can['note']} draft"), by=MEMBER)  # 4 hours of TTL
-    store.write(ml.Preference("user:42", "channel", f"{can['pref']} email", day(1), ttl=timedelta(days=10),
-                              source="user_explicit"), by=CURATOR)
+    store.write(
+        ml.Preference(
+            "user:42", "channel", f"{can['pref']} email", day(1), ttl=timedelta(days=10), source="user_explicit"
+        ),
+        by=CURATOR,
+    )
     store.write(episode("checkout", f"{can['failed']} restart did not help", "failed", day(1)), by=CURATOR)
     store.write(episode("checkout", f"{can['fixed']} cache flush fixed it", "fixed", day(1)), by=CURATOR)
     store.write(fact("user:42", "plan", f"{can['fact']} starter", day(1)), by=CURATOR)
@@ -276,15 +339,23 @@ def test_forget_and_purge_are_recorded_by_whom_why_and_when_without_content(worl
     assert can not in repr(events) and SUBJECT not in repr(events)
 
     # the Delta commits that rewrote the tables say so too, with no content
-    infos = [json.loads(line)["commitInfo"] for kind in KINDS
-             for log in sorted((tmp / "store" / kind / "_delta_log").glob("*.json"))
-             for line in log.read_text().splitlines() if '"commitInfo"' in line]
+    infos = [
+        json.loads(line)["commitInfo"]
+        for kind in KINDS
+        for log in sorted((tmp / "store" / kind / "_delta_log").glob("*.json"))
+        for line in log.read_text().splitlines()
+        if '"commitInfo"' in line
+    ]
     purges = [i for i in infos if i.get("memlake.op") == "purge"]
     assert {i["memlake.actor"] for i in purges} == {"dpo"}
     assert {i["memlake.committed_at"] for i in purges} == {purge_at.isoformat()}
     assert all(i["memlake.reason"] for i in purges)
-    ledger_infos = [json.loads(line)["commitInfo"] for log in sorted((tmp / "ledger" / "_delta_log").glob("*.json"))
-                    for line in log.read_text().splitlines() if '"commitInfo"' in line]
+    ledger_infos = [
+        json.loads(line)["commitInfo"]
+        for log in sorted((tmp / "ledger" / "_delta_log").glob("*.json"))
+        for line in log.read_text().splitlines()
+        if '"commitInfo"' in line
+    ]
     assert [i.get("memlake.op") for i in ledger_infos if i.get("memlake.op")][:2] == ["forget", "purge"]
     assert files_holding([tmp / "store", tmp / "ledger"], [can, SUBJECT]) == {}
 
@@ -329,9 +400,12 @@ def test_propose_approve_forget_purge_verifies_and_the_audit_still_says_why(fres
     assert report.verified is True and report.leftovers == (), report.leftovers
     assert files_holding([tmp / "store", tmp / "ledger"], [can, SUBJECT]) == {}
     why = {(e.operation, e.actor, e.reason) for e in store.audit(subject=SUBJECT, by=STEWARD)}
-    assert {("write", "lead", "upgrade after invoice 2231"), ("propose", "triage-bot", None),
-            ("approve", "lead", f"approved proposal {prop.record_id}"),
-            ("retract", "lead", "typo in the CRM import")} <= why
+    assert {
+        ("write", "lead", "upgrade after invoice 2231"),
+        ("propose", "triage-bot", None),
+        ("approve", "lead", f"approved proposal {prop.record_id}"),
+        ("retract", "lead", "typo in the CRM import"),
+    } <= why
 
 
 def test_a_row_keeps_its_own_reason_and_the_commit_reason_stays_in_the_commit(store, clock):
@@ -340,28 +414,42 @@ def test_a_row_keeps_its_own_reason_and_the_commit_reason_stays_in_the_commit(st
     store.write(fact("user:42", "plan", "Pro", day(1)), by=MEMBER, reason="upgrade invoice 2231")
     assert store.get_fact("user:42", "plan", by=MEMBER).reason is None
     clock.advance(days=1)
-    store.write(fact("user:42", "plan", "Team", day(2), reason="the customer asked in chat"), by=MEMBER,
-                reason="nightly CRM sync")
+    store.write(
+        fact("user:42", "plan", "Team", day(2), reason="the customer asked in chat"),
+        by=MEMBER,
+        reason="nightly CRM sync",
+    )
     current = store.get_fact("user:42", "plan", by=MEMBER)
     assert (current.value, current.reason) == ("Team", "the customer asked in chat")
     assert [e.reason for e in store.audit(subject="user:42", by=STEWARD)] == [
-        None, "upgrade invoice 2231", "nightly CRM sync"]
+        None,
+        "upgrade invoice 2231",
+        "nightly CRM sync",
+    ]
 
 
 def test_the_write_path_takes_the_batchs_subject_names_out_of_the_commit_reason(fresh):
     store, clock, can, tmp = fresh
     store.write(fact(SUBJECT, "plan", f"{can} starter", day(0)), by=CURATOR)
     clock.advance(days=1)
-    store.write_many([fact(SUBJECT, "plan", f"{can} business", day(1)), fact(OTHER, "plan", "basic plan", day(1))],
-                     by=CURATOR, reason=f"{SUBJECT.upper()} and {OTHER} moved after invoice 2231")
-    prop = store.propose(fact(SUBJECT, "region", f"{can} north-east", day(1)), by=AGENT,
-                         reason=f"{SUBJECT} said so in chat")
+    store.write_many(
+        [fact(SUBJECT, "plan", f"{can} business", day(1)), fact(OTHER, "plan", "basic plan", day(1))],
+        by=CURATOR,
+        reason=f"{SUBJECT.upper()} and {OTHER} moved after invoice 2231",
+    )
+    prop = store.propose(
+        fact(SUBJECT, "region", f"{can} north-east", day(1)), by=AGENT, reason=f"{SUBJECT} said so in chat"
+    )
     store.approve(prop.record_id, by=CURATOR, reason=f"confirmed with {SUBJECT}'s account manager")
     logs = [p for kind in KINDS for p in (tmp / "store" / kind / "_delta_log").glob("*.json")]
     assert not [p for p in logs if SUBJECT.encode() in p.read_bytes().lower() or OTHER.encode() in p.read_bytes()]
     reasons = [e.reason for e in store.audit(subject=SUBJECT, by=STEWARD)]
-    assert reasons == [None, "<subject> and <subject> moved after invoice 2231", "<subject> said so in chat",
-                       "confirmed with <subject>'s account manager"]
+    assert reasons == [
+        None,
+        "<subject> and <subject> moved after invoice 2231",
+        "<subject> said so in chat",
+        "confirmed with <subject>'s account manager",
+    ]
 
     report = _forget_and_purge(store, clock)
 
@@ -394,9 +482,14 @@ def test_the_subjects_name_in_another_writes_reason_is_a_leak_the_purge_reports(
 def test_a_value_a_surviving_record_also_holds_is_not_a_leak(fresh):
     store, clock, can, tmp = fresh
     store.write(ml.Reference("kb://plans/seats", "Plans and seats", ARTICLE, day(0), source="kb@v1"), by=CURATOR)
-    store.write_many([fact(SUBJECT, "plan", SHARED, day(0), evidence="billing:inv-2231"),
-                      fact(SUBJECT, "billing_contact", f"{can} finance desk", day(0)),
-                      fact(OTHER, "billing_contact", "front desk", day(0))], by=CURATOR)
+    store.write_many(
+        [
+            fact(SUBJECT, "plan", SHARED, day(0), evidence="billing:inv-2231"),
+            fact(SUBJECT, "billing_contact", f"{can} finance desk", day(0)),
+            fact(OTHER, "billing_contact", "front desk", day(0)),
+        ],
+        by=CURATOR,
+    )
 
     report = _forget_and_purge(store, clock)
 
@@ -404,20 +497,30 @@ def test_a_value_a_surviving_record_also_holds_is_not_a_leak(fresh):
     assert files_holding([tmp / "store", tmp / "ledger"], [can, SUBJECT, "billing:inv-2231"]) == {}
     assert files_holding([tmp / "store"], [ARTICLE])  # the article stays, as it should
     assert [h.record.content for h in store.recall("enterprise plans seats", by=MEMBER, kinds=["reference"])] == [
-        ARTICLE]
+        ARTICLE
+    ]
 
 
 def _data_file(tmp, kind: str, can: str) -> Path:
-    return next(p for p in files_under(tmp / "store" / kind) if p.suffix == ".parquet" and "_delta_log" not in p.parts
-                and can in "".join(parquet_strings(p)))
+    return next(
+        p
+        for p in files_under(tmp / "store" / kind)
+        if p.suffix == ".parquet" and "_delta_log" not in p.parts and can in "".join(parquet_strings(p))
+    )
 
 
 @pytest.mark.parametrize("left", ["old file", "record id", "own value", "subject"])
 def test_the_subjects_data_left_in_a_data_file_fails_verification_even_beside_shared_text(fresh, left):
     store, clock, can, tmp = fresh
     store.write(ml.Reference("kb://plans/seats", "Plans and seats", ARTICLE, day(0), source="kb@v1"), by=CURATOR)
-    res = store.write_many([fact(SUBJECT, "plan", SHARED, day(0)), fact(SUBJECT, "note", f"{can} finance desk", day(0)),
-                            fact(OTHER, "plan", "basic plan", day(0))], by=CURATOR)
+    res = store.write_many(
+        [
+            fact(SUBJECT, "plan", SHARED, day(0)),
+            fact(SUBJECT, "note", f"{can} finance desk", day(0)),
+            fact(OTHER, "plan", "basic plan", day(0)),
+        ],
+        by=CURATOR,
+    )
     stale = tmp / "store" / "fact" / "org=acme" / "part-00000-stale.parquet"  # a file the table no longer lists
     if left == "old file":
         shutil.copy(_data_file(tmp, "fact", can), stale)
@@ -443,18 +546,24 @@ def test_a_value_a_surviving_record_holds_is_still_a_leak_in_the_log(fresh):
 
 # ---------------------------------------------------------------- crash
 
+
 def _sizable_store(root: Path, ledger: Path, clock: SimClock, can: str) -> None:
     """5,000 rows in ten commits, the subject's rows (every kind) in each file; indexed,
     checkpointed, and the subject forgotten."""
     store = open_store(root, clock=clock, ledger=ledger)
     for b in range(10):
-        rows: list[ml.Envelope] = [fact(f"user:{b}-{i}", "note", f"filler {b} {i} alpha bravo", day(0)) for i in range(495)]
-        rows += [fact(SUBJECT, f"note{b}", f"{can} fact {b}", day(0)),
-                 ml.Preference(SUBJECT, f"pref{b}", f"{can} preference {b}", day(0), source="test@v1"),
-                 episode("checkout", f"{can} episode {b}", "fixed", day(0), subject=SUBJECT),
-                 ml.Note(f"s{b}", "k", f"{can} note {b}", subject=SUBJECT, ttl=timedelta(days=300)),
-                 ml.Reference(f"https://crm.example/{b}", "t", f"{can} reference {b}", day(0), source="crm@v2",
-                              subject=SUBJECT)]
+        rows: list[ml.Envelope] = [
+            fact(f"user:{b}-{i}", "note", f"filler {b} {i} alpha bravo", day(0)) for i in range(495)
+        ]
+        rows += [
+            fact(SUBJECT, f"note{b}", f"{can} fact {b}", day(0)),
+            ml.Preference(SUBJECT, f"pref{b}", f"{can} preference {b}", day(0), source="test@v1"),
+            episode("checkout", f"{can} episode {b}", "fixed", day(0), subject=SUBJECT),
+            ml.Note(f"s{b}", "k", f"{can} note {b}", subject=SUBJECT, ttl=timedelta(days=300)),
+            ml.Reference(
+                f"https://crm.example/{b}", "t", f"{can} reference {b}", day(0), source="crm@v2", subject=SUBJECT
+            ),
+        ]
         store.write_many(rows, by=CURATOR)
         clock.advance(hours=1)
     store.rebuild_index()
@@ -485,8 +594,11 @@ def test_a_purge_killed_at_any_point_is_finished_by_the_next_purge(tmp_path):
 
         store = open_store(work / "store", clock=clock, ledger=work / "ledger")  # it opens
         assert store.get_fact(SUBJECT, "note3", by=MEMBER) is None  # and still hides the subject
-        assert not [h for h in store.recall("fact preference episode note reference", by=MEMBER, kinds=KINDS, k=50)
-                    if can in h.text]
+        assert not [
+            h
+            for h in store.recall("fact preference episode note reference", by=MEMBER, kinds=KINDS, k=50)
+            if can in h.text
+        ]
         report = store.purge(by=STEWARD)
         assert report.verified is True, (delay, report.leftovers)
         assert files_holding([work / "store", work / "ledger"], [can]) == {}, delay
@@ -500,12 +612,15 @@ def test_the_verification_scan_finds_a_value_in_compressed_and_nested_parquet(tm
     from memory_lakehouse.forget import scan_for
 
     can = canary()
-    nested = pa.table({"add": pa.array([{"path": "x", "stats": {"min": f'"{can}"'}}]),
-                       "tags": pa.array([["tag", can]])})
-    pq.write_table(nested, tmp_path / "00000000000000000003.checkpoint.parquet", compression="gzip",
-                   write_statistics=False)
-    pq.write_table(pa.table({"value": [f'"{can}"']}), tmp_path / "part-0.parquet", compression="gzip",
-                   write_statistics=False)
+    nested = pa.table(
+        {"add": pa.array([{"path": "x", "stats": {"min": f'"{can}"'}}]), "tags": pa.array([["tag", can]])}
+    )
+    pq.write_table(
+        nested, tmp_path / "00000000000000000003.checkpoint.parquet", compression="gzip", write_statistics=False
+    )
+    pq.write_table(
+        pa.table({"value": [f'"{can}"']}), tmp_path / "part-0.parquet", compression="gzip", write_statistics=False
+    )
     (tmp_path / "clean.json").write_text('{"a": 1}')
     for name in ("part-0.parquet", "00000000000000000003.checkpoint.parquet"):  # compressed: raw bytes miss it
         assert can.encode() not in (tmp_path / name).read_bytes()
@@ -540,8 +655,9 @@ def test_an_expired_note_with_a_short_session_id_is_purged_and_verified(tmp_path
 def test_an_expired_note_about_a_customer_leaves_no_session_id_in_the_log(tmp_path):
     clock = SimClock(day(1))
     store = open_store(tmp_path / "store", clock=clock, ledger=tmp_path / "ledger")
-    store.write(ml.Note("call-0302", "draft", "offer the launch discount again", subject="customer:halvorsen"),
-                by=MEMBER)
+    store.write(
+        ml.Note("call-0302", "draft", "offer the launch discount again", subject="customer:halvorsen"), by=MEMBER
+    )
     clock.advance(days=1)
     report = store.purge(by=STEWARD)
     assert report.verified is True and report.leftovers == (), report.leftovers

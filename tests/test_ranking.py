@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 import pytest
+from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact
 from hypothesis import given
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
-from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact
 from memory_lakehouse import retrieve
 from memory_lakehouse.lexical import Bm25, lexical_coverage, lexical_scores, tokenize
 from memory_lakehouse.ranking import fuse_scores
@@ -32,6 +32,7 @@ CORPUS = [
 
 
 # ----------------------------------------------------------------------- tokenizer
+
 
 def test_an_inflected_form_matches_its_stem():
     scores = lexical_scores("how are Initech's invoices sent", CORPUS)
@@ -51,6 +52,7 @@ def test_a_query_of_stopwords_matches_nothing():
 
 
 # ----------------------------------------------------------------------- lexical coverage
+
 
 def test_coverage_is_the_share_of_the_query_s_idf_a_row_matches():
     bm25 = Bm25(CORPUS)
@@ -89,7 +91,8 @@ def test_coverage_of_new_rows_uses_the_org_model_s_idf():
     org = Bm25(CORPUS)
     new = Bm25(["customer:initech plan: Team, 25 members"])
     assert new.coverage("initech members", idf_from=org)[0] == pytest.approx(
-        lexical_coverage("initech members", "customer:initech plan: Team, 25 members", org))
+        lexical_coverage("initech members", "customer:initech plan: Team, 25 members", org)
+    )
 
 
 # ----------------------------------------------------------------------- fusion function
@@ -126,13 +129,15 @@ def test_fusion_normalises_by_theoretical_ranges_not_by_the_other_hits():
 
 # ----------------------------------------------------------------------- hybrid recall
 
+
 @pytest.fixture
 def hstore(tmp_path):
     store = ml.open(tmp_path / "store", clock=SimClock(day(30)), embedder=EMBEDDER)
     # one valid time each: a batch of rows from one source at one valid time would be an episode
-    records = [fact(f"customer:c{i}", "plan", f"plan {i} allows {10 * i} seats on the {word} tier", day(1 + i),
-                    scope=SUPPORT)
-               for i, word in enumerate(["bronze", "silver", "gold", "platinum", "diamond", "zinc"] * 4)]
+    records = [
+        fact(f"customer:c{i}", "plan", f"plan {i} allows {10 * i} seats on the {word} tier", day(1 + i), scope=SUPPORT)
+        for i, word in enumerate(["bronze", "silver", "gold", "platinum", "diamond", "zinc"] * 4)
+    ]
     store.write_many(records, by=STEWARD)
     return store
 
@@ -173,8 +178,11 @@ def cosine_of(hit: ml.Hit) -> float:
 def test_a_row_only_bm25_reaches_is_scored_with_its_exact_cosine(hstore, monkeypatch):
     # a vector list of depth 1 leaves the lexical match out of it: fusion must still score it
     real = hstore.retriever._vector_list
-    monkeypatch.setattr(hstore.retriever, "_vector_list",
-                        lambda org, query, allowed, candidates, depth: real(org, query, allowed, candidates, 1))
+    monkeypatch.setattr(
+        hstore.retriever,
+        "_vector_list",
+        lambda org, query, allowed, candidates, depth: real(org, query, allowed, candidates, 1),
+    )
     hits = hstore.recall("diamond", by=MEMBER, k=3)
     diamond = [h for h in hits if "diamond" in h.text]
     assert diamond and all("cosine " in "; ".join(h.why) for h in hits)
@@ -187,8 +195,9 @@ def test_a_row_only_bm25_reaches_is_scored_with_its_exact_cosine(hstore, monkeyp
 
 def test_a_fresh_write_is_fused_with_the_org_model_s_idf(hstore):
     assert hstore.recall("gold", by=MEMBER, k=1)  # builds the org's BM25 model
-    new = hstore.write(fact("customer:zed", "sso_provider", "okta single sign-on via saml", day(2), scope=SUPPORT),
-                       by=STEWARD)
+    new = hstore.write(
+        fact("customer:zed", "sso_provider", "okta single sign-on via saml", day(2), scope=SUPPORT), by=STEWARD
+    )
     lines: list[str] = []
     with hstore.tracer(lines.append):
         hits = hstore.recall("okta sso", by=MEMBER, k=3)

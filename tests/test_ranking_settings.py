@@ -6,24 +6,36 @@ from __future__ import annotations
 import logging
 
 import pytest
+from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
-from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact
 from memory_lakehouse.ranking import fuse_scores, with_context
 
 EMBEDDER = ml.HashingEmbedder(dim=64)
 
 
 def reference(i: int, text: str, when, source: str = "chat") -> ml.Reference:
-    return ml.Reference(uri=f"chat:{source}:{i}", title=f"turn {i}", content=text, published_at=when,
-                        source=source, scope=SUPPORT)
+    return ml.Reference(
+        uri=f"chat:{source}:{i}", title=f"turn {i}", content=text, published_at=when, source=source, scope=SUPPORT
+    )
 
 
-@pytest.mark.parametrize("bad", [dict(fusion="max"), dict(lexical_weight=1.5), dict(lexical_weight=-0.1),
-                                 dict(context_weight=float("nan")), dict(context_top=0), dict(signals=()),
-                                 dict(signals="bm25"), dict(signals=("bm25", "colbert")), dict(episode_rows=0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(fusion="max"),
+        dict(lexical_weight=1.5),
+        dict(lexical_weight=-0.1),
+        dict(context_weight=float("nan")),
+        dict(context_top=0),
+        dict(signals=()),
+        dict(signals="bm25"),
+        dict(signals=("bm25", "colbert")),
+        dict(episode_rows=0),
+    ],
+)
 def test_a_ranking_setting_out_of_range_is_a_validation_error(bad):
     with pytest.raises(ml.ValidationError):
         ml.Ranking(**bad)
@@ -58,6 +70,7 @@ def test_an_episode_lifts_a_turn_whose_neighbours_share_the_question_topic():
 
 # ----------------------------------------------------------------------- in recall
 
+
 @pytest.fixture
 def chat_store(tmp_path):
     """Two sessions of 12 turns (episodes) and 6 rows of one sync (not an episode)."""
@@ -66,8 +79,10 @@ def chat_store(tmp_path):
     pottery.append(reference(11, "the glaze on the vase cracked", day(3)))
     running = [reference(100 + i, f"ran ten miles in new running shoes, week {i}", day(5)) for i in range(11)]
     running.append(reference(111, "the glaze of ice on the track", day(5)))
-    sync = [fact(f"customer:c{i}", "note", f"customer {i} asked about glaze colours", day(7), scope=SUPPORT)
-            for i in range(6)]
+    sync = [
+        fact(f"customer:c{i}", "note", f"customer {i} asked about glaze colours", day(7), scope=SUPPORT)
+        for i in range(6)
+    ]
     store.write_many(pottery + running + sync, by=STEWARD)
     return store
 
@@ -97,14 +112,21 @@ def test_the_session_about_the_question_lifts_its_turn_over_a_like_match_in_anot
     assert margin(ml.Ranking()) > margin(ml.Ranking(context_weight=0)) + 0.01
     top = chat_store.recall(query, by=MEMBER, k=40)
     texts = [h.text for h in top]
-    assert texts.index("turn 11. the glaze on the vase cracked") < texts.index("turn 111. the glaze of ice on the track")
+    assert texts.index("turn 11. the glaze on the vase cracked") < texts.index(
+        "turn 111. the glaze of ice on the track"
+    )
 
 
 def test_the_store_ranking_is_set_on_open_and_a_recall_may_pass_its_own(tmp_path):
     lexical = ml.Ranking(signals=("bm25",))
     store = ml.open(tmp_path / "s", clock=SimClock(day(30)), embedder=EMBEDDER, ranking=lexical)
-    store.write_many([fact(f"customer:c{i}", "plan", f"plan {word}", day(1 + i), scope=SUPPORT)
-                      for i, word in enumerate(["gold", "silver", "zinc"])], by=STEWARD)
+    store.write_many(
+        [
+            fact(f"customer:c{i}", "plan", f"plan {word}", day(1 + i), scope=SUPPORT)
+            for i, word in enumerate(["gold", "silver", "zinc"])
+        ],
+        by=STEWARD,
+    )
     only_bm25 = store.recall("gold plan", by=MEMBER, k=3)
     assert all("vector #" not in "; ".join(h.why) for h in only_bm25)
     fused = store.recall("gold plan", by=MEMBER, k=3, ranking=ml.Ranking())
@@ -117,8 +139,16 @@ def test_the_store_ranking_is_set_on_open_and_a_recall_may_pass_its_own(tmp_path
         ml.open(tmp_path / "t", embedder=EMBEDDER, ranking="bm25")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("ranking", [ml.Ranking(), ml.Ranking(fusion="minmax"), ml.Ranking(fusion="rrf"),
-                                     ml.Ranking(context_weight=0), ml.Ranking(lexical_weight=1.0)])
+@pytest.mark.parametrize(
+    "ranking",
+    [
+        ml.Ranking(),
+        ml.Ranking(fusion="minmax"),
+        ml.Ranking(fusion="rrf"),
+        ml.Ranking(context_weight=0),
+        ml.Ranking(lexical_weight=1.0),
+    ],
+)
 def test_no_ranking_brings_back_a_superseded_value(tmp_path, ranking):
     store = ml.open(tmp_path / "s", clock=SimClock(day(30)), embedder=EMBEDDER)
     store.write(fact("customer:c1", "plan", "plan gold with 50 seats", day(1), scope=SUPPORT), by=STEWARD)
@@ -129,10 +159,12 @@ def test_no_ranking_brings_back_a_superseded_value(tmp_path, ranking):
 
 # ----------------------------------------------------------------------- a long index build says so
 
+
 def test_a_long_index_build_logs_its_progress_and_a_short_one_stays_quiet(tmp_path, caplog):
     store = ml.open(tmp_path / "s", clock=SimClock(day(30)), embedder=EMBEDDER)
-    store.write_many([fact(f"customer:c{i}", "plan", f"plan {i}", day(1), scope=SUPPORT) for i in range(300)],
-                     by=STEWARD)
+    store.write_many(
+        [fact(f"customer:c{i}", "plan", f"plan {i}", day(1), scope=SUPPORT) for i in range(300)], by=STEWARD
+    )
     with caplog.at_level(logging.INFO, logger="memory_lakehouse"):
         store.recall("plan 7", by=MEMBER, k=3)
     lines = [r.getMessage() for r in caplog.records if r.name == "memory_lakehouse"]
@@ -147,8 +179,9 @@ def test_a_long_index_build_logs_its_progress_and_a_short_one_stays_quiet(tmp_pa
 
 def test_a_background_index_is_built_after_writes_and_recall_finds_every_row(tmp_path):
     store = ml.open(tmp_path / "s", clock=SimClock(day(30)), embedder=EMBEDDER, index="background")
-    store.write_many([fact(f"customer:c{i}", "plan", f"plan {i}", day(1), scope=SUPPORT) for i in range(300)],
-                     by=STEWARD)
+    store.write_many(
+        [fact(f"customer:c{i}", "plan", f"plan {i}", day(1), scope=SUPPORT) for i in range(300)], by=STEWARD
+    )
     store.retriever.wait_for_warm_up()
     part = store.retriever.index.partition("acme")
     assert part is not None and len(part) == 300  # built and saved before any recall

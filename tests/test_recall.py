@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from _support import ALICE, BOB, CURATOR, MEMBER, ORG, STEWARD, SUPPORT, TIER1, TIER2, SimClock, day, fact
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
-from _support import ALICE, BOB, CURATOR, MEMBER, ORG, STEWARD, SUPPORT, TIER1, TIER2, SimClock, day, fact
 from memory_lakehouse.index import Partition, PartitionedIndex
 
 EMBEDDER = ml.HashingEmbedder(dim=64)
@@ -49,13 +49,22 @@ def partition(store: ml.MemoryStore, org: str = "acme") -> Partition:
 
 def seed(store: ml.MemoryStore, n: int = 12) -> list[str]:
     """A few facts at org, division and team level; returns their record ids."""
-    records = [fact(f"customer:c{i}", "plan", f"plan {i} allows {10 * i} seats", day(1), scope=scope,
-                    evidence=f"https://crm.example/c{i}")
-               for i, scope in zip(range(n), [ORG, SUPPORT, TIER2, TIER1] * n)]
+    records = [
+        fact(
+            f"customer:c{i}",
+            "plan",
+            f"plan {i} allows {10 * i} seats",
+            day(1),
+            scope=scope,
+            evidence=f"https://crm.example/c{i}",
+        )
+        for i, scope in zip(range(n), [ORG, SUPPORT, TIER2, TIER1] * n)
+    ]
     return [r.record_id for r in store.write_many(records, by=STEWARD)]
 
 
 # ----------------------------------------------------------------------- read-your-writes
+
 
 def test_a_write_is_recalled_at_once_without_a_rebuild(hstore, clock):
     seed(hstore)
@@ -65,8 +74,12 @@ def test_a_write_is_recalled_at_once_without_a_rebuild(hstore, clock):
     saved_tag = PartitionedIndex(hstore.retriever.index.root, EMBEDDER.name, EMBEDDER.dim).tag("acme")
 
     clock.advance(minutes=5)
-    res = hstore.write(fact("customer:new", "sso_provider", "okta single sign-on via saml", day(2),
-                            evidence="https://crm.example/new"), by=MEMBER)
+    res = hstore.write(
+        fact(
+            "customer:new", "sso_provider", "okta single sign-on via saml", day(2), evidence="https://crm.example/new"
+        ),
+        by=MEMBER,
+    )
     lines: list[str] = []
     with hstore.tracer(lines.append):
         hits = hstore.recall("okta single sign-on", by=MEMBER, k=3)
@@ -85,13 +98,21 @@ def test_a_write_is_recalled_even_before_any_index_exists(hstore):
 
 # ----------------------------------------------------------------------- selective filters
 
+
 @pytest.fixture(scope="module")
 def two_thousand(tmp_path_factory):
     """2,000 facts over 100 teams (20 each); a member of one team sees 1% of them."""
     store = open_store(tmp_path_factory.mktemp("selective") / "store", SimClock(day(30)))
-    records = [fact(f"customer:{i}", ("plan", "region", "sso")[i % 3], f"value {i} for account {i % 7}", day(1),
-                    scope=ml.Scope("acme", "support", f"team{i % 100:02d}"))
-               for i in range(2000)]
+    records = [
+        fact(
+            f"customer:{i}",
+            ("plan", "region", "sso")[i % 3],
+            f"value {i} for account {i % 7}",
+            day(1),
+            scope=ml.Scope("acme", "support", f"team{i % 100:02d}"),
+        )
+        for i in range(2000)
+    ]
     store.write_many(records, by=STEWARD)
     return store
 
@@ -120,10 +141,19 @@ def test_a_one_percent_visible_set_still_fills_top_k(two_thousand, path):
 
 # ----------------------------------------------------------------------- another process wrote
 
+
 def _write_from_another_process(root: str, at: str) -> None:
     store = ml.open(root, clock=lambda: datetime.fromisoformat(at), embedder=EMBEDDER)
-    store.write(ml.Fact("customer:other-process", "note", "written by a second process about zebras",
-                        datetime.fromisoformat(at), source="child@v1"), by=STEWARD)
+    store.write(
+        ml.Fact(
+            "customer:other-process",
+            "note",
+            "written by a second process about zebras",
+            datetime.fromisoformat(at),
+            source="child@v1",
+        ),
+        by=STEWARD,
+    )
 
 
 @pytest.mark.integration
@@ -135,7 +165,8 @@ def test_a_stale_partition_catches_up_with_another_process_s_write(tmp_path, clo
     before = store.retriever.index.tag("acme")
     clock.advance(hours=1)
     child = mp.get_context("spawn").Process(
-        target=_write_from_another_process, args=(root, (clock.now - timedelta(minutes=30)).isoformat()))
+        target=_write_from_another_process, args=(root, (clock.now - timedelta(minutes=30)).isoformat())
+    )
     child.start()
     child.join(60)
     assert child.exitcode == 0
@@ -191,8 +222,10 @@ def test_building_and_catching_up_embed_a_bounded_number_of_rows_at_a_time(tmp_p
     chunked.rebuild_index()
     clock.advance(hours=1)
     for store in (whole, chunked):
-        store.write_many([fact(f"customer:late{i}", "plan", f"late plan {i}", day(2), scope=TIER2)
-                          for i in range(7)], by=STEWARD)
+        store.write_many(
+            [fact(f"customer:late{i}", "plan", f"late plan {i}", day(2), scope=TIER2) for i in range(7)], by=STEWARD
+        )
+
     def scored(store):  # record ids (the tie-break) differ between the stores: compare scores
         return {h.record.subject: round(h.score, 6) for h in store.recall("late plan seats", by=MEMBER, k=30)}
 
@@ -204,15 +237,18 @@ def test_close_is_idempotent_and_a_closed_store_refuses_reads(hstore):
     seed(hstore)
     hstore.close()
     hstore.close()
-    for read in (lambda: hstore.get_fact("customer:c1", "plan", by=MEMBER),
-                 lambda: hstore.recall("plan", by=MEMBER),
-                 lambda: hstore.write(fact("customer:c1", "plan", "new", day(3)), by=MEMBER),
-                 lambda: hstore.rebuild_index()):
+    for read in (
+        lambda: hstore.get_fact("customer:c1", "plan", by=MEMBER),
+        lambda: hstore.recall("plan", by=MEMBER),
+        lambda: hstore.write(fact("customer:c1", "plan", "new", day(3)), by=MEMBER),
+        lambda: hstore.rebuild_index(),
+    ):
         with pytest.raises(ml.StoreError, match="closed"):
             read()
 
 
 # ----------------------------------------------------------------------- rebuilds
+
 
 def test_rebuild_index_leaves_no_file_of_the_old_index(hstore):
     seed(hstore)
@@ -239,6 +275,7 @@ def test_rebuild_index_leaves_no_file_of_the_old_index(hstore):
 
 
 # ----------------------------------------------------------------------- planner
+
 
 def test_the_exact_scan_and_the_hnsw_walk_return_the_same_visible_set(hstore):
     seed(hstore, 60)
@@ -287,12 +324,21 @@ SCOPES = {"org": ORG, "support": SUPPORT, "tier2": TIER2, "tier1": TIER1, "alice
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(writes=st.lists(st.tuples(st.sampled_from(sorted(SCOPES)), st.sampled_from(["c1", "c2", "c3"]),
-                                 st.integers(0, 9), st.integers(1, 20)), min_size=1, max_size=25))
+@given(
+    writes=st.lists(
+        st.tuples(
+            st.sampled_from(sorted(SCOPES)), st.sampled_from(["c1", "c2", "c3"]), st.integers(0, 9), st.integers(1, 20)
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
 def test_recall_serves_only_current_visible_versions(tmp_path_factory, writes):
     store = open_store(tmp_path_factory.mktemp("prop") / "store", SimClock(day(30)))
-    records = [fact(f"customer:{subject}", "plan", f"plan value {value}", day(d), scope=SCOPES[scope])
-               for scope, subject, value, d in writes]
+    records = [
+        fact(f"customer:{subject}", "plan", f"plan value {value}", day(d), scope=SCOPES[scope])
+        for scope, subject, value, d in writes
+    ]
     results = store.write_many(records, by=STEWARD)
     expected: dict[str, tuple] = {}  # subject -> (scope depth, valid_from, order, record_id) of the head
     for i, ((scope, subject, _, d), res) in enumerate(zip(writes, results)):
@@ -308,8 +354,7 @@ def test_recall_serves_only_current_visible_versions(tmp_path_factory, writes):
 def test_recall_hides_superseded_versions_and_other_teams(hstore):
     old = hstore.write(fact("customer:acme", "plan", "Business up to 150 members", day(1)), by=CURATOR)
     new = hstore.write(fact("customer:acme", "plan", "Enterprise up to 500 members", day(5)), by=CURATOR)
-    tier1 = hstore.write(fact("customer:acme", "plan", "Enterprise up to 500 members", day(5), scope=TIER1),
-                         by=STEWARD)
+    tier1 = hstore.write(fact("customer:acme", "plan", "Enterprise up to 500 members", day(5), scope=TIER1), by=STEWARD)
     assert new.action == "superseded" and new.supersedes == old.record_id
     hits = hstore.recall("how many members can acme have", by=MEMBER, k=10)
     assert [h.record_id for h in hits] == [new.record_id]
@@ -322,10 +367,13 @@ def test_recall_hides_superseded_versions_and_other_teams(hstore):
 
 # ----------------------------------------------------------------------- signals
 
+
 def test_signals_change_the_ranking_never_what_is_visible(hstore):
     seed(hstore, 30)
-    sets = [{h.record_id for h in hstore.recall("plan 7 seats", by=MEMBER, k=100, signals=s)}
-            for s in (None, ("vector",), ("bm25",), ("bm25", "vector"))]
+    sets = [
+        {h.record_id for h in hstore.recall("plan 7 seats", by=MEMBER, k=100, signals=s)}
+        for s in (None, ("vector",), ("bm25",), ("bm25", "vector"))
+    ]
     assert all(s == sets[0] for s in sets)
     for bad in ((), ("tfidf",), "vector"):
         with pytest.raises(ml.ValidationError):
@@ -333,6 +381,7 @@ def test_signals_change_the_ranking_never_what_is_visible(hstore):
 
 
 # ----------------------------------------------------------------------- context
+
 
 class WordPieceCounting:
     """The hashing embedder with the default model's tokenizer for counting (no model load)."""
@@ -352,8 +401,19 @@ def test_context_stays_within_its_token_budget_and_cites_each_line(tmp_path, clo
     embedder = WordPieceCounting()
     store = ml.open(tmp_path / "store", clock=clock, embedder=embedder)
     seed(store, 20)
-    store.write(ml.Episode("checkout", "prod", "p99 latency after deploy", "rolled back", "fixed", day(2),
-                           evidence="https://incidents.example/INC-1", source="incident-bot@v2"), by=MEMBER)
+    store.write(
+        ml.Episode(
+            "checkout",
+            "prod",
+            "p99 latency after deploy",
+            "rolled back",
+            "fixed",
+            day(2),
+            evidence="https://incidents.example/INC-1",
+            source="incident-bot@v2",
+        ),
+        by=MEMBER,
+    )
     block = store.context("plan seats latency", by=MEMBER, budget_tokens=budget)
     if not block:
         assert budget < 19 + 45  # the header and one line (~45 word-pieces) do not fit
@@ -362,12 +422,12 @@ def test_context_stays_within_its_token_budget_and_cites_each_line(tmp_path, clo
     header, *lines = block.split("\n")
     assert lines
     for line in lines:
-        meta = line[line.rindex("[") + 1:-1].split("; ")
+        meta = line[line.rindex("[") + 1 : -1].split("; ")
         assert meta[0] in ("fact", "episode")
         assert meta[1].startswith("valid ") and any(m.startswith("source ") for m in meta)
         assert any(m.startswith("evidence ") for m in meta)
     ranked = [h.text for h in store.recall("plan seats latency", by=MEMBER, k=20)]
-    texts = [line[2:line.rindex(" [")] for line in lines]
+    texts = [line[2 : line.rindex(" [")] for line in lines]
     assert texts == [t for t in ranked if t in texts]  # most relevant first
 
 

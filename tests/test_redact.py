@@ -21,12 +21,31 @@ EXAMPLES = {
     "ssn": "123-45-6789",
     "credential_phrase": "password hunter2",
 }
-MORE = ["API_KEY: 0123456789abcdef", "Token=abcdefghij123", "secret : 'zyxwvutsrq'", "passwd:correcthorse",
-        "access-key = AbCdEfGhIjKl", "ghp_" + "a1" * 18, "xoxb-1234567890-abcdef", "AIza" + "B" * 35,
-        "4111 1111 1111 1111", "٤١١١ ١١١١ ١١١١ ١١١١",
-        "(415) 555-0100", "415-555-0100", "415.555.0100", "+44 20 7946 0958", "+14155550100",
-        "password: abc1", "Password is Tr0ub4dor", "passwd=xyz12", "api key: k-12345", "API-KEY is 9f8e7d",
-        "secret key: s3cr3t", "access token = tok_123", "SSN 078-05-1120"]
+MORE = [
+    "API_KEY: 0123456789abcdef",
+    "Token=abcdefghij123",
+    "secret : 'zyxwvutsrq'",
+    "passwd:correcthorse",
+    "access-key = AbCdEfGhIjKl",
+    "ghp_" + "a1" * 18,
+    "xoxb-1234567890-abcdef",
+    "AIza" + "B" * 35,
+    "4111 1111 1111 1111",
+    "٤١١١ ١١١١ ١١١١ ١١١١",
+    "(415) 555-0100",
+    "415-555-0100",
+    "415.555.0100",
+    "+44 20 7946 0958",
+    "+14155550100",
+    "password: abc1",
+    "Password is Tr0ub4dor",
+    "passwd=xyz12",
+    "api key: k-12345",
+    "API-KEY is 9f8e7d",
+    "secret key: s3cr3t",
+    "access token = tok_123",
+    "SSN 078-05-1120",
+]
 UNGUARDED = Redactor()
 UNGUARDED._quick = None  # the full patterns on every text: the reference
 
@@ -40,8 +59,7 @@ def test_every_builtin_kind_is_found_and_flagged_by_the_quick_look():
 
 
 @settings(max_examples=300, deadline=None)
-@given(before=st.text(max_size=12), after=st.text(max_size=12),
-       secret=st.sampled_from(list(EXAMPLES.values()) + MORE))
+@given(before=st.text(max_size=12), after=st.text(max_size=12), secret=st.sampled_from(list(EXAMPLES.values()) + MORE))
 def test_the_quick_look_never_changes_what_is_redacted(before, after, secret):
     text = f"{before} {secret} {after}"
     redactor = Redactor()
@@ -116,8 +134,7 @@ def test_the_kinds_are_configurable():
 
     assert set(DEFAULT_KINDS) == set(SECRET_KINDS) | set(PII_KINDS) >= {"phone_number", "ssn", "credential_phrase"}
     secrets_only = Redactor(kinds=SECRET_KINDS)
-    assert secrets_only.redact("call +1 415 555 0100, SSN 123-45-6789") == (
-        "call +1 415 555 0100, SSN 123-45-6789", ())
+    assert secrets_only.redact("call +1 415 555 0100, SSN 123-45-6789") == ("call +1 415 555 0100, SSN 123-45-6789", ())
     assert secrets_only.redact("password hunter2")[1] == ("credential_phrase",)
     assert Redactor(emails=False).redact("ann@example.org")[1] == ()
     assert Redactor(kinds=["ssn"]).suspects(["+1 415 555 0100", "123-45-6789"]) == {1}

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _support import MEMBER, day, episode, fact, files_under, parquet_strings
 from deltalake import DeltaTable
 
 import memory_lakehouse as ml
-from _support import MEMBER, day, episode, fact, files_under, parquet_strings
 from memory_lakehouse.records import SPECS
 
 BEARER_BODY = "QmVhcmVyU2VjcmV0VG9rZW4xMjM0NTY3"
@@ -66,17 +66,40 @@ def checkpoint_every_table(root: Path) -> None:
 def secret_store(store, clock):
     clock.set(day(2))
     results = {
-        "fact": store.write(fact("user:42", "billing_api", f"use {BEARER} for the billing API", day(1),
-                                 evidence=f"ticket says {API_KEY}", reason=f"pasted {CARD}"), by=MEMBER,
-                            reason=f"the customer pasted {BEARER}"),
-        "nested": store.write(fact("user:42", "notes", {"lines": [f"token {BEARER}", f"card {CARD}"]}, day(1)),
-                              by=MEMBER),
-        "episode": store.write(episode("checkout", f"deploy failed: key {API_KEY} rejected", "failed", day(1),
-                                       action=f"rotated the key and retried with {BEARER}"), by=MEMBER),
-        "reference": store.write(ml.Reference("https://wiki.example/keys", "Key handling",
-                                              f"card on file {CARD}\n{PEM}", day(1), source="wiki"), by=MEMBER),
-        "preference": store.write(ml.Preference("user:42", "contact", f"call with {API_KEY}", day(1),
-                                                source="chat"), by=MEMBER),
+        "fact": store.write(
+            fact(
+                "user:42",
+                "billing_api",
+                f"use {BEARER} for the billing API",
+                day(1),
+                evidence=f"ticket says {API_KEY}",
+                reason=f"pasted {CARD}",
+            ),
+            by=MEMBER,
+            reason=f"the customer pasted {BEARER}",
+        ),
+        "nested": store.write(
+            fact("user:42", "notes", {"lines": [f"token {BEARER}", f"card {CARD}"]}, day(1)), by=MEMBER
+        ),
+        "episode": store.write(
+            episode(
+                "checkout",
+                f"deploy failed: key {API_KEY} rejected",
+                "failed",
+                day(1),
+                action=f"rotated the key and retried with {BEARER}",
+            ),
+            by=MEMBER,
+        ),
+        "reference": store.write(
+            ml.Reference(
+                "https://wiki.example/keys", "Key handling", f"card on file {CARD}\n{PEM}", day(1), source="wiki"
+            ),
+            by=MEMBER,
+        ),
+        "preference": store.write(
+            ml.Preference("user:42", "contact", f"call with {API_KEY}", day(1), source="chat"), by=MEMBER
+        ),
         "note": store.write(ml.Note("sess-1", "scratch", f"{PEM}"), by=MEMBER),
     }
     store.recall("billing key card", by=MEMBER)  # let every derived file (index, caches) be written
@@ -99,8 +122,11 @@ def test_no_secret_reaches_any_byte_under_the_store_root(secret_store):
     root = Path(store.root)
     leaks = {s: where for s, where in occurrences(root, SECRETS).items() if where}
     assert leaks == {}
-    markers = occurrences(root, ["[REDACTED:bearer_token]", "[REDACTED:api_key]", "[REDACTED:card_number]",
-                                 "[REDACTED:private_key]"], where=in_data)
+    markers = occurrences(
+        root,
+        ["[REDACTED:bearer_token]", "[REDACTED:api_key]", "[REDACTED:card_number]", "[REDACTED:private_key]"],
+        where=in_data,
+    )
     assert all(markers.values()), markers  # the scan reads the data files: the markers are there
 
 
@@ -125,12 +151,16 @@ def test_content_and_subjects_never_reach_the_transaction_log(store, clock):
     clock.set(day(2))
     store.write(fact(SUBJECT_CANARY, "plan", VALUE_CANARY, day(1), evidence="CRM-1"), by=MEMBER)
     store.write(fact(SUBJECT_CANARY, "plan", VALUE_CANARY + "-v2", day(2)), by=MEMBER, reason="upgrade")
-    store.write_many([
-        episode("checkout", SYMPTOM_CANARY, "failed", day(1), subject=SUBJECT_CANARY),
-        ml.Reference("https://wiki.example/canary", "Canary", CONTENT_CANARY, day(1), subject=SUBJECT_CANARY,
-                     source="wiki"),
-        ml.Preference(SUBJECT_CANARY, "tone", VALUE_CANARY, day(1), source="chat"),
-    ], by=MEMBER)
+    store.write_many(
+        [
+            episode("checkout", SYMPTOM_CANARY, "failed", day(1), subject=SUBJECT_CANARY),
+            ml.Reference(
+                "https://wiki.example/canary", "Canary", CONTENT_CANARY, day(1), subject=SUBJECT_CANARY, source="wiki"
+            ),
+            ml.Preference(SUBJECT_CANARY, "tone", VALUE_CANARY, day(1), source="chat"),
+        ],
+        by=MEMBER,
+    )
     checkpoint_every_table(Path(store.root))
     root = Path(store.root)
     assert list(root.glob("*/_delta_log/*.checkpoint.parquet"))
@@ -155,8 +185,11 @@ def test_file_statistics_in_the_log_cover_only_time_columns(store, clock):
 
 def test_a_secret_in_the_source_or_the_reason_never_reaches_the_log(store, clock):
     clock.set(day(2))
-    res = store.write(fact("user:42", "plan", "Pro", day(1), source=f"webhook?auth={BEARER}"), by=MEMBER,
-                      reason=f"synced with {API_KEY}")
+    res = store.write(
+        fact("user:42", "plan", "Pro", day(1), source=f"webhook?auth={BEARER}"),
+        by=MEMBER,
+        reason=f"synced with {API_KEY}",
+    )
     assert "bearer_token" in res.redacted
     store.retract(res.record_id, by=MEMBER, reason=f"wrong key {API_KEY}")
     root = Path(store.root)
@@ -169,8 +202,16 @@ def test_a_batch_redacts_each_record_as_a_single_write_would(store, clock):
     clean neighbours untouched, and a card number written in non-ASCII digits caught too."""
     clock.set(day(2))
     arabic_card = "".join(chr(0x0660 + int(c)) if c.isdigit() else c for c in CARD)
-    values = ["plain words", f"use {BEARER}", "whiskey tango", f"card {arabic_card}", "", "mail ann@example.org",
-              f"{API_KEY} and {CARD}", "nothing here either"]
+    values = [
+        "plain words",
+        f"use {BEARER}",
+        "whiskey tango",
+        f"card {arabic_card}",
+        "",
+        "mail ann@example.org",
+        f"{API_KEY} and {CARD}",
+        "nothing here either",
+    ]
     batch = store.write_many([fact(f"user:{i}", "note", v or "-", day(1)) for i, v in enumerate(values)], by=MEMBER)
     redactor = ml.Redactor()
     for i, (value, result) in enumerate(zip(values, batch)):
@@ -183,8 +224,16 @@ def test_a_batch_redacts_each_record_as_a_single_write_would(store, clock):
 def test_phone_numbers_ssns_and_passwords_in_words_never_reach_a_byte(store, clock):
     clock.set(day(2))
     pii = ("415 555 0100", "555-0100", "123-45-6789", "hunter2")
-    result = store.write(fact("user:7", "contact", "call +1 415 555 0100 or (415) 555-0100; SSN 123-45-6789",
-                              day(1), evidence="password hunter2 was in the ticket"), by=MEMBER)
+    result = store.write(
+        fact(
+            "user:7",
+            "contact",
+            "call +1 415 555 0100 or (415) 555-0100; SSN 123-45-6789",
+            day(1),
+            evidence="password hunter2 was in the ticket",
+        ),
+        by=MEMBER,
+    )
     assert set(result.redacted) == {"phone_number", "ssn", "credential_phrase"}
     store.recall("contact call", by=MEMBER)
     checkpoint_every_table(Path(store.root))

@@ -17,5 +17,6 @@ def test_replaying_one_decision_again_sees_the_same_rows(tmp_path, clock):
     again = store.replay(decision, kinds=["fact"])
     assert first.visible.column("record_id").to_pylist() == [written.record_id]
     assert again.visible.to_pylist() == first.visible.to_pylist()
-    assert store.replay([("d-2", MEMBER, "which plan", "customer:2", day(1))], kinds=["fact"]) \
-        .visible.column("decision_id").to_pylist() == ["d-2"]
+    assert store.replay([("d-2", MEMBER, "which plan", "customer:2", day(1))], kinds=["fact"]).visible.column(
+        "decision_id"
+    ).to_pylist() == ["d-2"]

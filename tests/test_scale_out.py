@@ -39,8 +39,10 @@ def built(tmp_path_factory):
 def test_a_per_org_fan_out_on_daft_replays_exactly_what_one_replay_does(built):
     store, root, clock = built
     batch = replay_decisions(RECORDS, 300)
-    expected = {(r["decision_id"], r["record_id"])
-                for r in store.replay(batch, kinds=["fact"]).visible.select(["decision_id", "record_id"]).to_pylist()}
+    expected = {
+        (r["decision_id"], r["record_id"])
+        for r in store.replay(batch, kinds=["fact"]).visible.select(["decision_id", "record_id"]).to_pylist()
+    }
     assert 0 < len(expected) < len(batch)  # some decisions came before what they asked about was known
 
     stores: dict[str, ml.MemoryStore] = {}
@@ -50,22 +52,42 @@ def test_a_per_org_fan_out_on_daft_replays_exactly_what_one_replay_does(built):
 
         @daft.udf(return_dtype=daft.DataType.string())
         def replay_org(decision_id, org, division, team, subject, decided_at):  # one call per org
-            s = stores.get(root) or stores.setdefault(root, ml.open(root, clock=clock, create=False,
-                                                                     embedder=ml.HashingEmbedder()))
-            rows = zip(decision_id.to_pylist(), org.to_pylist(), division.to_pylist(), team.to_pylist(),
-                       subject.to_pylist(), decided_at.to_pylist())
-            ds = [(d, ml.Principal(f"agent-{o}", ml.Scope(o, dv, t), role="member"), "", sub, at)
-                  for d, o, dv, t, sub, at in rows]
+            s = stores.get(root) or stores.setdefault(
+                root, ml.open(root, clock=clock, create=False, embedder=ml.HashingEmbedder())
+            )
+            rows = zip(
+                decision_id.to_pylist(),
+                org.to_pylist(),
+                division.to_pylist(),
+                team.to_pylist(),
+                subject.to_pylist(),
+                decided_at.to_pylist(),
+            )
+            ds = [
+                (d, ml.Principal(f"agent-{o}", ml.Scope(o, dv, t), role="member"), "", sub, at)
+                for d, o, dv, t, sub, at in rows
+            ]
             visible = s.replay(ds, kinds=["fact"]).visible
-            return [f"{d}|{r}" for d, r in zip(visible.column("decision_id").to_pylist(),
-                                              visible.column("record_id").to_pylist())]
+            return [
+                f"{d}|{r}"
+                for d, r in zip(visible.column("decision_id").to_pylist(), visible.column("record_id").to_pylist())
+            ]
 
-    frame = daft.from_pydict({
-        "decision_id": [d[0] for d in batch], "org": [d[1].scope.org for d in batch],
-        "division": [d[1].scope.division for d in batch], "team": [d[1].scope.team for d in batch],
-        "subject": [d[3] for d in batch], "decided_at": [d[4] for d in batch]})
-    out = frame.groupby("org").map_groups(replay_org(frame["decision_id"], frame["org"], frame["division"],
-                                                     frame["team"], frame["subject"], frame["decided_at"]))
+    frame = daft.from_pydict(
+        {
+            "decision_id": [d[0] for d in batch],
+            "org": [d[1].scope.org for d in batch],
+            "division": [d[1].scope.division for d in batch],
+            "team": [d[1].scope.team for d in batch],
+            "subject": [d[3] for d in batch],
+            "decided_at": [d[4] for d in batch],
+        }
+    )
+    out = frame.groupby("org").map_groups(
+        replay_org(
+            frame["decision_id"], frame["org"], frame["division"], frame["team"], frame["subject"], frame["decided_at"]
+        )
+    )
     got = {tuple(v.split("|")) for v in out.to_pydict()["decision_id"] if v is not None}
     assert got == expected
 

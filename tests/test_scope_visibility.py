@@ -11,14 +11,30 @@ import tempfile
 from datetime import datetime
 
 import pytest
+from _support import (
+    AGENT,
+    ALICE,
+    BOB,
+    BOT,
+    CURATOR,
+    MEMBER,
+    ORG,
+    SALES,
+    SIBLING,
+    STEWARD,
+    SUPPORT,
+    TIER1,
+    TIER2,
+    SimClock,
+    day,
+    episode,
+    examples,
+    fact,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
-from _support import (
-    AGENT, ALICE, BOB, BOT, CURATOR, MEMBER, ORG, SALES, SIBLING, STEWARD, SUPPORT, TIER1, TIER2, SimClock, day,
-    episode, examples, fact,
-)
 
 ORGS = ("acme", "globex")
 LEVEL_NAMES = (ORGS, ("support", "sales"), ("tier1", "tier2"), ("alice", "bob"))
@@ -41,12 +57,20 @@ def _record(kind: str, i: int, scope: ml.Scope):
         return fact(subject, "note", f"memo {i} about plans", day(1), scope=scope)
     if kind == "episode":
         return episode("checkout", f"memo {i} about plans", "fixed", day(1), subject=subject, scope=scope)
-    return ml.Reference(f"https://docs.example/{i}", f"memo {i}", f"about plans {i}", day(1), subject=subject,
-                        source="wiki", scope=scope)
+    return ml.Reference(
+        f"https://docs.example/{i}",
+        f"memo {i}",
+        f"about plans {i}",
+        day(1),
+        subject=subject,
+        source="wiki",
+        scope=scope,
+    )
 
 
-def _build(root: str, tree: list[ml.Scope], kinds: list[str]
-           ) -> tuple[ml.MemoryStore, dict[str, ml.Scope], dict[str, str]]:
+def _build(
+    root: str, tree: list[ml.Scope], kinds: list[str]
+) -> tuple[ml.MemoryStore, dict[str, ml.Scope], dict[str, str]]:
     """Write one item per (scope, kind) and the shared slot at every scope; return ids by scope."""
     store = ml.open(root, clock=SimClock(day(2)))
     item_scope: dict[str, ml.Scope] = {}
@@ -95,7 +119,8 @@ KINDS = ["fact", "episode", "reference"]
     pick=st.randoms(use_true_random=False),
 )
 def test_a_principal_recalls_exactly_its_own_and_its_ancestors_memory_never_a_siblings(
-        tree, kinds, readers, filters, pick):
+    tree, kinds, readers, filters, pick
+):
     with tempfile.TemporaryDirectory() as root:
         _check_recall(*_build(root, tree, kinds), readers, filters, pick)
 
@@ -151,6 +176,7 @@ def _check_get_fact(store, item_scope, subject_of, tree, readers) -> None:
 
 
 # --------------------------------------------------------------------------- who may write where
+
 
 @pytest.fixture(scope="module")
 def shared_store(tmp_path_factory) -> ml.MemoryStore:
@@ -236,8 +262,10 @@ def _served(store, **basis) -> set[str]:
     out = set()
     for p in READERS:
         out |= {h.record_id for h in store.recall("plan", by=p, k=100, kinds=["fact"], **basis)}
-        out |= {h.record_id for h in store.recall("plan", by=p, k=100, kinds=["fact"],
-                                                  filters={"status": "proposed"}, **basis)}
+        out |= {
+            h.record_id
+            for h in store.recall("plan", by=p, k=100, kinds=["fact"], filters={"status": "proposed"}, **basis)
+        }
         got = store.get_fact("user:42", "plan", by=p, **basis)
         if got is not None:
             out.add(got.record_id)
@@ -281,10 +309,17 @@ def test_agents_members_and_curators_elsewhere_cannot_approve(store):
     assert _served(store) == set()
 
 
-@pytest.mark.parametrize("filters", [
-    {"confidence": "high"}, {"valid_from": "yesterday"}, {"valid_from": datetime(2026, 1, 1)},
-    {"subject": 5}, {"derived_from": "fac_1"}, {"priority": "high"},
-])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"confidence": "high"},
+        {"valid_from": "yesterday"},
+        {"valid_from": datetime(2026, 1, 1)},
+        {"subject": 5},
+        {"derived_from": "fac_1"},
+        {"priority": "high"},
+    ],
+)
 def test_an_ill_typed_filter_is_a_validation_error_not_a_sql_error(store, filters):
     store.write(fact("user:42", "plan", "Pro", day(0), confidence=0.5), by=MEMBER)
     with pytest.raises(ml.ValidationError) as err:
@@ -296,9 +331,13 @@ def test_a_well_typed_filter_narrows(store, clock):
     clock.set(day(2))
     store.write(fact("user:42", "plan", "Pro", day(0), confidence=0.5), by=MEMBER)
     store.write(fact("user:43", "plan", "Pro", day(1), confidence=0.9), by=MEMBER)
-    for filters, expected in [({"confidence": 0.5}, {"user:42"}), ({"valid_from": day(1)}, {"user:43"}),
-                              ({"valid_from": day(1).isoformat()}, {"user:43"}), ({"subject": "user:43"}, {"user:43"}),
-                              ({"confidence": 0.7}, set())]:
+    for filters, expected in [
+        ({"confidence": 0.5}, {"user:42"}),
+        ({"valid_from": day(1)}, {"user:43"}),
+        ({"valid_from": day(1).isoformat()}, {"user:43"}),
+        ({"subject": "user:43"}, {"user:43"}),
+        ({"confidence": 0.7}, set()),
+    ]:
         hits = store.recall("plan", by=MEMBER, kinds=["fact"], filters=filters)
         assert {h.record.subject for h in hits} == expected, filters
 
@@ -311,8 +350,15 @@ def test_a_scope_pickled_to_another_process_keys_dicts_there():
 
     scope = ml.Scope("acme", "support", "tier2")
     {scope: 1}  # caches the hash here
-    code = ("import pickle, sys; import memory_lakehouse as ml; s = pickle.loads(sys.stdin.buffer.read()); "
-            "print({ml.Scope('acme', 'support', 'tier2'): 1}.get(s))")
-    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(scope), capture_output=True, check=True,
-                         env={"PYTHONHASHSEED": "12345", "PATH": ""})
+    code = (
+        "import pickle, sys; import memory_lakehouse as ml; s = pickle.loads(sys.stdin.buffer.read()); "
+        "print({ml.Scope('acme', 'support', 'tier2'): 1}.get(s))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        input=pickle.dumps(scope),
+        capture_output=True,
+        check=True,
+        env={"PYTHONHASHSEED": "12345", "PATH": ""},
+    )
     assert out.stdout.decode().strip() == "1"

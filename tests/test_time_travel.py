@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+from _support import AGENT, CURATOR, MEMBER, SIBLING, TIER2, SimClock, age_files, day, episode, fact
 from deltalake import DeltaTable
 
 import memory_lakehouse as ml
-from _support import AGENT, CURATOR, MEMBER, SIBLING, TIER2, SimClock, age_files, day, episode, fact
 from memory_lakehouse.lake import MEMORY_OPS
 from memory_lakehouse.records import SPECS
 from memory_lakehouse.time import Basis
@@ -40,18 +40,26 @@ def tell_story(store: ml.MemoryStore, clock: SimClock) -> dict[str, str]:
     assert store.write(fact("user:42", "plan", "Free Starter", day(3)), by=MEMBER).action == "duplicate"
     clock.set(day(4))
     ids["pro"] = store.write(fact("user:42", "plan", "Enterprise Pro", day(4)), by=MEMBER).record_id
-    batch = store.write_many([  # one transaction over three tables, at the same reading as the write above
-        fact("user:9", "region", "EU", day(4), scope=TIER2),
-        episode("search", "slow queries", "fixed", day(4), scope=TIER2, evidence="https://tracker.example/PR-9"),
-        ml.Reference("https://wiki.example/runbook", "Runbook", "restart the pool", day(4), source="wiki",
-                     scope=TIER2),
-    ], by=CURATOR)
+    batch = store.write_many(
+        [  # one transaction over three tables, at the same reading as the write above
+            fact("user:9", "region", "EU", day(4), scope=TIER2),
+            episode("search", "slow queries", "fixed", day(4), scope=TIER2, evidence="https://tracker.example/PR-9"),
+            ml.Reference(
+                "https://wiki.example/runbook", "Runbook", "restart the pool", day(4), source="wiki", scope=TIER2
+            ),
+        ],
+        by=CURATOR,
+    )
     assert len(batch.versions) == 3
     clock.set(day(5))
     store.retract(ids["pro"], by=MEMBER, reason="wrong account")
     clock.set(day(6))
-    store.write(ml.Reference("https://wiki.example/runbook", "Runbook", "restart the pool, then page", day(6),
-                             source="wiki", scope=TIER2), by=CURATOR)
+    store.write(
+        ml.Reference(
+            "https://wiki.example/runbook", "Runbook", "restart the pool, then page", day(6), source="wiki", scope=TIER2
+        ),
+        by=CURATOR,
+    )
     clock.set(day(7))
     ids["prop"] = store.propose(fact("user:42", "seats", 50, day(7)), by=AGENT, scope=TIER2).record_id
     clock.set(day(8))
@@ -66,7 +74,7 @@ def tell_story(store: ml.MemoryStore, clock: SimClock) -> dict[str, str]:
     return ids
 
 
-def memory_versions(store: ml.MemoryStore, table: str) -> dict[int, "object"]:
+def memory_versions(store: ml.MemoryStore, table: str) -> dict[int, object]:
     return {v: c for v, c in store.lake.views[table].commits.items() if c.operation in MEMORY_OPS}
 
 
@@ -136,7 +144,7 @@ def test_an_as_of_read_equals_the_same_query_over_the_time_travelled_tables(stor
 
 def test_the_story_reads_as_told(story):
     store, ids = story
-    plan = lambda t: store.get_fact("user:42", "plan", by=MEMBER, as_of=t)  # noqa: E731
+    plan = lambda t: store.get_fact("user:42", "plan", by=MEMBER, as_of=t)
     assert plan(day(1)).value == "Free Starter"
     assert plan(day(4)).record_id == ids["pro"]
     assert plan(day(5)).record_id == ids["free"]  # the retraction is known from day 5
@@ -147,6 +155,7 @@ def test_the_story_reads_as_told(story):
 
 
 # --------------------------------------------------------------------------- the log outlives cleanup
+
 
 def answers(store: ml.MemoryStore) -> dict:
     readings = sorted({c.committed_at for t in TABLES for c in memory_versions(store, t).values()})
@@ -206,6 +215,7 @@ def test_a_table_with_default_log_settings_would_lose_its_old_commits(tmp_path):
 
 # --------------------------------------------------------------------------- maintenance is not learning
 
+
 @pytest.mark.parametrize("start", [day(0), day(1500)], ids=["story-before-the-wall-clock", "story-after-it"])
 def test_compaction_changes_no_as_of_answer_and_is_not_a_memory_commit(tmp_path, start):
     clock = SimClock(start)
@@ -256,6 +266,7 @@ def test_as_of_reads_survive_vacuum_of_the_files_old_versions_need(tmp_path):
 
 
 # --------------------------------------------------------------------------- many writers, many clocks
+
 
 def test_a_commit_stamped_by_a_lagging_clock_is_known_no_earlier_than_the_commits_before_it(tmp_path):
     """Two handles on one store, the second's clock behind: system time still only moves forward."""

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from _support import MEMBER, day, examples, fact
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
-from _support import MEMBER, day, examples, fact
 from memory_lakehouse.tokens import WINDOW, count_tokens, cut
 
 
@@ -45,8 +45,9 @@ def hstore(tmp_path, clock):
 
 @pytest.mark.parametrize("budget", [50, 200, 800])
 def test_a_long_memory_is_cut_to_the_budget_and_marked_cut(hstore, budget):
-    hstore.write(fact("user:42", "notes", "plan " + "detail " * 7_000, day(1), evidence="https://crm.example/42"),
-                 by=MEMBER)
+    hstore.write(
+        fact("user:42", "notes", "plan " + "detail " * 7_000, day(1), evidence="https://crm.example/42"), by=MEMBER
+    )
     block = hstore.context("plan", by=MEMBER, budget_tokens=budget)
     assert count_tokens(block) <= budget
     if budget >= 200:

@@ -2,11 +2,11 @@
 while no row boundary (known_since, valid_from, valid_to, expires_at) lies between the
 bases, and never after a write or a forget."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import memory_lakehouse as ml
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _store(tmp_path, now):
@@ -86,8 +86,10 @@ def test_a_subject_picked_from_the_readers_visible_set_matches_the_narrowed_quer
         if i % 3 == 0:
             store.write(ml.Fact(subject, "plan", "Team", T0 + timedelta(days=1), source="crm", scope=sibling), by=lead)
         if i % 4 == 1:
-            store.write(ml.Fact(subject, "region", "EU", T0, source="crm", scope=team,
-                                expires_at=T0 + timedelta(days=20)), by=lead)
+            store.write(
+                ml.Fact(subject, "region", "EU", T0, source="crm", scope=team, expires_at=T0 + timedelta(days=20)),
+                by=lead,
+            )
     store.retract(written[5].record_id, by=lead, reason="wrong plan")
     store.forget("user:7", by=dpo, reason="erasure request")
 

@@ -13,5 +13,21 @@ from .loaders import FORMATS, LoadReport, Question, load
 from .pipeline import CaptureJob, CaptureResult, ExtractionTask, Seen, capture, run_task, seen
 from .worker import ExtractionWorker
 
-__all__ = ["FORMATS", "CaptureJob", "CaptureResult", "ExtractionTask", "ExtractionWorker", "Extractor", "LoadReport",
-           "Question", "RuleExtractor", "Seen", "Verdict", "capture", "classify", "load", "run_task", "seen"]
+__all__ = [
+    "FORMATS",
+    "CaptureJob",
+    "CaptureResult",
+    "ExtractionTask",
+    "ExtractionWorker",
+    "Extractor",
+    "LoadReport",
+    "Question",
+    "RuleExtractor",
+    "Seen",
+    "Verdict",
+    "capture",
+    "classify",
+    "load",
+    "run_task",
+    "seen",
+]

@@ -71,42 +71,73 @@ class Verdict:
 
 
 _I = re.IGNORECASE
-TRACE = [re.compile(p, _I) for p in (
-    r"traceback \(most recent call last\)", r'^\s*file "[^"]+", line \d+', r"^\s*at [\w.$]+\([\w.]+:\d+\)",
-    r"^\s*\w+(error|exception)(:|$)", r"^\s*\d{4}-\d{2}-\d{2}[ t][\d:.,]+\s+(debug|info|warn|warning|error|trace)\b",
-    r"^\s*(debug|trace)\s*[:|\]]", r"^\s*\[(debug|info|trace)\]")]
+TRACE = [
+    re.compile(p, _I)
+    for p in (
+        r"traceback \(most recent call last\)",
+        r'^\s*file "[^"]+", line \d+',
+        r"^\s*at [\w.$]+\([\w.]+:\d+\)",
+        r"^\s*\w+(error|exception)(:|$)",
+        r"^\s*\d{4}-\d{2}-\d{2}[ t][\d:.,]+\s+(debug|info|warn|warning|error|trace)\b",
+        r"^\s*(debug|trace)\s*[:|\]]",
+        r"^\s*\[(debug|info|trace)\]",
+    )
+]
 GREETING = re.compile(
     r"^(hi|hey|hello|yo|hiya|good (morning|afternoon|evening)|thanks|thank you|thx|ty|cheers|ok(ay)?|cool|great|"
     r"nice|awesome|sure|got it|sounds good|lol|haha|hmm+|bye|see you|talk soon|take care|no worries|np|you're welcome|"
-    r"how are you|how's it going|what's up)\b[\s,!.]*", _I)
+    r"how are you|how's it going|what's up)\b[\s,!.]*",
+    _I,
+)
 SPECULATION = re.compile(
     r"\b(maybe|perhaps|possibly|probably|might|could it be|could be|i think|i guess|i suspect|not sure|i wonder|"
-    r"my guess|seems like|wondering if|hypothes[ie]s)\b", _I)
+    r"my guess|seems like|wondering if|hypothes[ie]s)\b",
+    _I,
+)
 CORRECTION = re.compile(r"^(actually|correction|to correct|no,|not \w+ but|sorry, i meant|i meant)\b[,:]?\s*(.+)", _I)
 FACT_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bi (?:now )?live in ([A-Z][\w .'-]+)", _I), "city"),
     (re.compile(r"\bi(?:'ve| have)? (?:just )?moved to ([A-Z][\w .'-]+)", _I), "city"),
     (re.compile(r"\bi(?:'m| am) (?:now )?on the ([\w .'-]+?) plan\b", _I), "plan"),
-    (re.compile(r"\bi(?:'ve| have)? (?:just )?(?:upgraded|downgraded|switched) to (?:the )?([\w .'-]+?)(?: plan)?$", _I),
-     "plan"),
+    (
+        re.compile(
+            r"\bi(?:'ve| have)? (?:just )?(?:upgraded|downgraded|switched) to (?:the )?([\w .'-]+?)(?: plan)?$", _I
+        ),
+        "plan",
+    ),
     (re.compile(r"\bi work (?:at|for) ([A-Z][\w .&'-]+)", _I), "employer"),
     (re.compile(r"\bmy name is ([A-Z][\w .'-]+)", _I), "name"),
 ]
 MY_X_IS = re.compile(r"^my ((?:\w+ ){0,2}\w+) (?:is|are) (?:now )?(.+)$", _I)
 PREFERRED = re.compile(r"\bmy (?:preferred|favou?rite) ((?:\w+ ){0,2}\w+) (?:is|are) (.+)$", _I)
-PREFERENCE = re.compile(r"\b(i (?:really )?prefer|i'd rather|i would rather|i (?:really )?like|i love|i hate|"
-                        r"i don't like|i dislike|please (?:always|never|don't|do not)|always|never)\b", _I)
-CONSTRAINT = re.compile(r"\b(i can't|i cannot|i can not|we can't|we cannot|i must|we must|must not|"
-                        r"is not allowed|are not allowed|is required|are required|i'm allergic|i am allergic|"
-                        r"no more than|at most|at least)\b", _I)
-CONFIGURATION = re.compile(r"^(confirmed|verified)\b[:,]?\s*(.+)|\b(is|are) (?:now )?set to\b|\bworks with\b|"
-                           r"\bverified that\b|\bconfirmed that\b", _I)
-DEADLINE = re.compile(r"\b(by|before|due|until|deadline)\b.{0,40}\b(monday|tuesday|wednesday|thursday|friday|"
-                      r"saturday|sunday|tomorrow|tonight|next (?:week|month|quarter|year)|end of (?:the )?"
-                      r"(?:day|week|month|quarter|year)|q[1-4]|\d{4}-\d{2}-\d{2}|\d{1,2}(?:st|nd|rd|th)?|"
-                      r"january|february|march|april|may|june|july|august|september|october|november|december)\b", _I)
-GOAL = re.compile(r"\b(goal|need to|have to|plan to|want to|going to|will|must|ship|launch|finish|deliver|submit|"
-                  r"deadline|due)\b", _I)
+PREFERENCE = re.compile(
+    r"\b(i (?:really )?prefer|i'd rather|i would rather|i (?:really )?like|i love|i hate|"
+    r"i don't like|i dislike|please (?:always|never|don't|do not)|always|never)\b",
+    _I,
+)
+CONSTRAINT = re.compile(
+    r"\b(i can't|i cannot|i can not|we can't|we cannot|i must|we must|must not|"
+    r"is not allowed|are not allowed|is required|are required|i'm allergic|i am allergic|"
+    r"no more than|at most|at least)\b",
+    _I,
+)
+CONFIGURATION = re.compile(
+    r"^(confirmed|verified)\b[:,]?\s*(.+)|\b(is|are) (?:now )?set to\b|\bworks with\b|"
+    r"\bverified that\b|\bconfirmed that\b",
+    _I,
+)
+DEADLINE = re.compile(
+    r"\b(by|before|due|until|deadline)\b.{0,40}\b(monday|tuesday|wednesday|thursday|friday|"
+    r"saturday|sunday|tomorrow|tonight|next (?:week|month|quarter|year)|end of (?:the )?"
+    r"(?:day|week|month|quarter|year)|q[1-4]|\d{4}-\d{2}-\d{2}|\d{1,2}(?:st|nd|rd|th)?|"
+    r"january|february|march|april|may|june|july|august|september|october|november|december)\b",
+    _I,
+)
+GOAL = re.compile(
+    r"\b(goal|need to|have to|plan to|want to|going to|will|must|ship|launch|finish|deliver|submit|"
+    r"deadline|due)\b",
+    _I,
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _REDACTOR = Redactor()
 
@@ -126,7 +157,7 @@ def classify(sentence: str) -> Verdict:
         return Verdict(False, "trace")
     lead = GREETING.match(line)
     if lead:  # "Thanks, I moved to Austin" keeps what follows the greeting; "Thanks so much!" keeps nothing
-        rest = classify(line[lead.end():]) if line[lead.end():].strip() else Verdict(False, "other")
+        rest = classify(line[lead.end() :]) if line[lead.end() :].strip() else Verdict(False, "other")
         return rest if rest.rule != "other" else Verdict(False, "greeting")
     if len(re.findall(r"\w+", line)) < 3:
         return Verdict(False, "greeting")
@@ -191,10 +222,13 @@ class RuleExtractor:
 def to_record(verdict: Verdict, turn: Turn, subject: str, extractor: str) -> Envelope:
     """The record a kept verdict becomes: derived from its turn, valid from when it was said."""
     assert turn.record_id is not None
-    common = dict(source=f"extractor:{extractor}", derived_from=(turn.record_id,),
-                  evidence=f"{turn.session_id}#{turn.position}",
-                  reason=f"stated in session {turn.session_id}, turn {turn.position}",
-                  authority="customer_claim" if turn.role == "user" else "model_guess")
+    common = dict(
+        source=f"extractor:{extractor}",
+        derived_from=(turn.record_id,),
+        evidence=f"{turn.session_id}#{turn.position}",
+        reason=f"stated in session {turn.session_id}, turn {turn.position}",
+        authority="customer_claim" if turn.role == "user" else "model_guess",
+    )
     if verdict.attribute and verdict.value:
         if verdict.rule == "preference":
             return Preference(subject, verdict.attribute, verdict.value, turn.said_at, **common)  # type: ignore[arg-type]

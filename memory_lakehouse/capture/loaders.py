@@ -111,18 +111,30 @@ class LoadReport:
         return self.turns / self.seconds if self.seconds > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": self.format, "files": list(self.files), "sessions": self.sessions, "turns": self.turns,
-                "inserted": self.inserted, "duplicates": self.duplicates, "late_sessions": self.late_sessions,
-                "seconds": self.seconds, "turns_per_second": round(self.turns_per_second, 1),
-                "questions": len(self.questions)}
+        return {
+            "format": self.format,
+            "files": list(self.files),
+            "sessions": self.sessions,
+            "turns": self.turns,
+            "inserted": self.inserted,
+            "duplicates": self.duplicates,
+            "late_sessions": self.late_sessions,
+            "seconds": self.seconds,
+            "turns_per_second": round(self.turns_per_second, 1),
+            "questions": len(self.questions),
+        }
 
     def summary(self) -> str:
-        line = (f"loaded {self.sessions} session(s), {self.turns} turn(s) from {len(self.files)} file(s) "
-                f"({self.inserted} new, {self.duplicates} already stored) in {self.seconds:.2f} s "
-                f"({self.turns_per_second:.0f} turns/s); {len(self.questions)} question(s)")
+        line = (
+            f"loaded {self.sessions} session(s), {self.turns} turn(s) from {len(self.files)} file(s) "
+            f"({self.inserted} new, {self.duplicates} already stored) in {self.seconds:.2f} s "
+            f"({self.turns_per_second:.0f} turns/s); {len(self.questions)} question(s)"
+        )
         if self.late_sessions:
-            line += (f"; WARNING: {self.late_sessions} session(s) recorded after their date (the store held later "
-                     "commits): as_of reads before then do not see them")
+            line += (
+                f"; WARNING: {self.late_sessions} session(s) recorded after their date (the store held later "
+                "commits): as_of reads before then do not see them"
+            )
         return line
 
 
@@ -134,8 +146,26 @@ def _bad(file: str, item: str, field_name: str, problem: str) -> ValidationError
 
 _LOCOMO_DATE = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I)
 _LME_DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?(?:\s+(\d{1,2}):(\d{2}))?\s*$")
-_MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
-                                        "september", "october", "november", "december"), 1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ),
+        1,
+    )
+}
 
 
 def parse_date(value: Any, file: str, item: str, field_name: str) -> datetime:
@@ -148,7 +178,8 @@ def parse_date(value: Any, file: str, item: str, field_name: str) -> datetime:
         if m:
             hour, minute, half, day, month, year = m.groups()
             month_no = _MONTHS.get(month.lower()) or next(
-                (n for name, n in _MONTHS.items() if name.startswith(month.lower()) and len(month) >= 3), None)
+                (n for name, n in _MONTHS.items() if name.startswith(month.lower()) and len(month) >= 3), None
+            )
             if month_no is None:
                 raise ValueError(f"unknown month {month!r}")
             h = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
@@ -164,6 +195,7 @@ def parse_date(value: Any, file: str, item: str, field_name: str) -> datetime:
 
 
 # --------------------------------------------------------------------------- parsing
+
 
 def _read_json(path: Path) -> Any:
     try:
@@ -223,11 +255,17 @@ def parse_locomo(path: Path) -> tuple[list[Session], list[Question]]:
             if not isinstance(qa, dict) or not isinstance(qa.get("question"), str):
                 raise _bad(path.name, f"conversation {name} qa {q_no}", "question", "missing question")
             category = str(qa.get("category", ""))
-            questions.append(Question(
-                question_id=f"{name}-q{q_no}", question=qa["question"],
-                answer=qa.get("answer", qa.get("adversarial_answer")), question_date=asked, category=category,
-                evidence=tuple(ev for raw in qa.get("evidence") or [] for ev in _dia_ids(name, raw)),
-                abstention=category == "5"))
+            questions.append(
+                Question(
+                    question_id=f"{name}-q{q_no}",
+                    question=qa["question"],
+                    answer=qa.get("answer", qa.get("adversarial_answer")),
+                    question_date=asked,
+                    category=category,
+                    evidence=tuple(ev for raw in qa.get("evidence") or [] for ev in _dia_ids(name, raw)),
+                    abstention=category == "5",
+                )
+            )
     return sessions, questions
 
 
@@ -253,10 +291,15 @@ def parse_longmemeval(path: Path) -> tuple[list[Session], list[Question]]:
             if name not in q:
                 raise _bad(path.name, item, name, "missing")
         ids, dates, bodies = q["haystack_session_ids"], q["haystack_dates"], q["haystack_sessions"]
-        if not (isinstance(ids, list) and isinstance(dates, list) and isinstance(bodies, list)) \
-                or not len(ids) == len(dates) == len(bodies):
-            raise _bad(path.name, item, "haystack_sessions",
-                       "haystack_session_ids, haystack_dates and haystack_sessions must be lists of one length")
+        if not (isinstance(ids, list) and isinstance(dates, list) and isinstance(bodies, list)) or not len(ids) == len(
+            dates
+        ) == len(bodies):
+            raise _bad(
+                path.name,
+                item,
+                "haystack_sessions",
+                "haystack_session_ids, haystack_dates and haystack_sessions must be lists of one length",
+            )
         evidence: list[tuple[str, int]] = []
         for sid, raw_date, body in zip(ids, dates, bodies, strict=True):
             where = f"{item} session {sid}"
@@ -282,11 +325,18 @@ def parse_longmemeval(path: Path) -> tuple[list[Session], list[Question]]:
             if known is None or date < known.date:
                 by_id[str(sid)] = Session(path.name, str(sid), date, tuple(turns))
         asked = parse_date(q["question_date"], path.name, item, "question_date") if q.get("question_date") else None
-        questions.append(Question(
-            question_id=str(qid), question=str(q["question"]), answer=q.get("answer"), question_date=asked,
-            category=str(q.get("question_type", "")), evidence=tuple(evidence),
-            answer_session_ids=tuple(str(s) for s in q.get("answer_session_ids") or ()),
-            abstention=str(qid).endswith("_abs")))
+        questions.append(
+            Question(
+                question_id=str(qid),
+                question=str(q["question"]),
+                answer=q.get("answer"),
+                question_date=asked,
+                category=str(q.get("question_type", "")),
+                evidence=tuple(evidence),
+                answer_session_ids=tuple(str(s) for s in q.get("answer_session_ids") or ()),
+                abstention=str(qid).endswith("_abs"),
+            )
+        )
     return list(by_id.values()), questions
 
 
@@ -311,9 +361,18 @@ def _paths(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> l
 
 # --------------------------------------------------------------------------- loading
 
-def load(store: MemoryStore, path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, format: str, by: Principal,
-         scope: Scope | None = None, ttl: timedelta | None = None, progress: bool | None = None,
-         source: str | None = None) -> LoadReport:
+
+def load(
+    store: MemoryStore,
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    format: str,
+    by: Principal,
+    scope: Scope | None = None,
+    ttl: timedelta | None = None,
+    progress: bool | None = None,
+    source: str | None = None,
+) -> LoadReport:
     """Parse every file first (bad input writes nothing), then write session by session in date order.
 
     *ttl* applies to each turn from its session's date (None: benchmark turns do not
@@ -334,8 +393,19 @@ def load(store: MemoryStore, path: str | os.PathLike[str] | Sequence[str | os.Pa
     inserted = duplicates = late = turns = 0
     with _progress(progress, len(sessions), f"loading {format}") as advance:
         for session in sessions:
-            records = [Turn(session.session_id, t.role, t.text, session.date, speaker=t.speaker, position=t.position,
-                            ttl=ttl, source=origin) for t in session.turns]
+            records = [
+                Turn(
+                    session.session_id,
+                    t.role,
+                    t.text,
+                    session.date,
+                    speaker=t.speaker,
+                    position=t.position,
+                    ttl=ttl,
+                    source=origin,
+                )
+                for t in session.turns
+            ]
             with store.clock.pinned(session.date):
                 result = store.write_many(records, by=by, scope=scope, reason=f"{format} load of {session.file}")
             new = len(result) - result.count("duplicate") - result.count("forgotten")
@@ -345,8 +415,17 @@ def load(store: MemoryStore, path: str | os.PathLike[str] | Sequence[str | os.Pa
             if new and result.committed_at is not None and result.committed_at > session.date:
                 late += 1
             advance()
-    return LoadReport(format, tuple(str(f) for f in files), len(sessions), turns, inserted, duplicates, late,
-                      round(time.perf_counter() - started, 3), tuple(questions))
+    return LoadReport(
+        format,
+        tuple(str(f) for f in files),
+        len(sessions),
+        turns,
+        inserted,
+        duplicates,
+        late,
+        round(time.perf_counter() - started, 3),
+        tuple(questions),
+    )
 
 
 class _progress:
@@ -363,8 +442,14 @@ class _progress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        )
         self._bar.__enter__()
         task = self._bar.add_task(self.label, total=self.total)
         return lambda: self._bar.advance(task)

@@ -54,14 +54,23 @@ class ExtractionTask:
     scope: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "turn_ids": list(self.turn_ids),
-                "generations": dict(self.generations), "subject": self.subject, "scope": self.scope}
+        return {
+            "session_id": self.session_id,
+            "turn_ids": list(self.turn_ids),
+            "generations": dict(self.generations),
+            "subject": self.subject,
+            "scope": self.scope,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExtractionTask:
-        return cls(str(data["session_id"]), tuple(data["turn_ids"]),
-                   {str(k): int(v) for k, v in dict(data["generations"]).items()},
-                   data.get("subject"), data.get("scope"))
+        return cls(
+            str(data["session_id"]),
+            tuple(data["turn_ids"]),
+            {str(k): int(v) for k, v in dict(data["generations"]).items()},
+            data.get("subject"),
+            data.get("scope"),
+        )
 
 
 @dataclass(frozen=True)
@@ -98,8 +107,7 @@ class CaptureJob:
         return self._result
 
 
-def _turns(session_id: str, messages: Sequence[Any], *, start: int, now: datetime,
-           subject: str | None) -> list[Turn]:
+def _turns(session_id: str, messages: Sequence[Any], *, start: int, now: datetime, subject: str | None) -> list[Turn]:
     turns: list[Turn] = []
     for i, m in enumerate(messages):
         if isinstance(m, Turn):
@@ -108,9 +116,18 @@ def _turns(session_id: str, messages: Sequence[Any], *, start: int, now: datetim
         if not isinstance(m, Mapping):
             raise ValidationError(f"message {i}: a Turn or a mapping with role and text", field="messages")
         text = m.get("text", m.get("content"))
-        turns.append(Turn(session_id, m.get("role", "user"), text, m.get("said_at") or now,
-                          speaker=m.get("speaker"), position=int(m.get("position", start + i)),
-                          subject=m.get("subject") or subject, source=m.get("source") or "conversation"))
+        turns.append(
+            Turn(
+                session_id,
+                m.get("role", "user"),
+                text,
+                m.get("said_at") or now,
+                speaker=m.get("speaker"),
+                position=int(m.get("position", start + i)),
+                subject=m.get("subject") or subject,
+                source=m.get("source") or "conversation",
+            )
+        )
     return turns
 
 
@@ -130,26 +147,45 @@ def _next_position(store: MemoryStore, session_id: str) -> int:
     return 0 if top is None else int(top) + 1
 
 
-def capture(store: MemoryStore, session_id: str, messages: Sequence[Any], *, by: Principal,
-            subject: str | None = None, scope: Scope | None = None, extractor: Extractor | None = None,
-            worker: Any = None) -> CaptureJob:
+def capture(
+    store: MemoryStore,
+    session_id: str,
+    messages: Sequence[Any],
+    *,
+    by: Principal,
+    subject: str | None = None,
+    scope: Scope | None = None,
+    extractor: Extractor | None = None,
+    worker: Any = None,
+) -> CaptureJob:
     """Store the turns, then extract and reconcile (inline, or on *worker*; see the module docstring)."""
     if not isinstance(session_id, str) or not session_id.strip():
         raise ValidationError("session_id must be a non-empty string", field="session_id")
     if isinstance(messages, (str, Mapping)) or not messages:
         raise ValidationError("messages must be a non-empty list of turns", field="messages")
-    start = _next_position(store, session_id) if any(
-        not isinstance(m, Turn) and (not isinstance(m, Mapping) or "position" not in m) for m in messages) else 0
+    start = (
+        _next_position(store, session_id)
+        if any(not isinstance(m, Turn) and (not isinstance(m, Mapping) or "position" not in m) for m in messages)
+        else 0
+    )
     turns = _turns(session_id, messages, start=start, now=store.clock.peek(), subject=subject)
     keys = {subject_key(t.subject_name) for t in turns} | ({subject_key(subject)} if subject else set())
     store._sync_ledger()
     generations = dict(store.ledger.generations(keys))  # before the turns exist: a forget from here on is seen
     generations = {k: generations.get(k, 0) for k in keys}
     status = "proposed" if by.role == "agent" else "active"
-    written = store.writer.commit(turns, by, scope=scope, status=status, op="propose" if status == "proposed"
-                                  else "write", reason="conversation capture", generation=generations)
-    task = ExtractionTask(session_id, tuple(r.record_id for r in written), generations, subject,
-                          scope.path if scope is not None else None)
+    written = store.writer.commit(
+        turns,
+        by,
+        scope=scope,
+        status=status,
+        op="propose" if status == "proposed" else "write",
+        reason="conversation capture",
+        generation=generations,
+    )
+    task = ExtractionTask(
+        session_id, tuple(r.record_id for r in written), generations, subject, scope.path if scope is not None else None
+    )
     job = CaptureJob(session_id, written, task)
     if worker is None:
         job._result = run_task(store, task, by=by, extractor=extractor)
@@ -158,8 +194,9 @@ def capture(store: MemoryStore, session_id: str, messages: Sequence[Any], *, by:
     return job
 
 
-def run_task(store: MemoryStore, task: ExtractionTask, *, by: Principal,
-             extractor: Extractor | None = None) -> CaptureResult:
+def run_task(
+    store: MemoryStore, task: ExtractionTask, *, by: Principal, extractor: Extractor | None = None
+) -> CaptureResult:
     """Extract one captured session and reconcile what it yields; drop it all if a subject was forgotten."""
     extractor = extractor or RuleExtractor()
     rows = {r["record_id"]: r for r in store.vis.by_ids("turn", list(task.turn_ids)).to_pylist()}
@@ -170,14 +207,24 @@ def run_task(store: MemoryStore, task: ExtractionTask, *, by: Principal,
     return write_extracted(store, task, candidates, turns, by=by, source=extractor.name)
 
 
-def write_extracted(store: MemoryStore, task: ExtractionTask, candidates: Sequence[Envelope],
-                    turns: Sequence[Turn], *, by: Principal, source: str) -> CaptureResult:
+def write_extracted(
+    store: MemoryStore,
+    task: ExtractionTask,
+    candidates: Sequence[Envelope],
+    turns: Sequence[Turn],
+    *,
+    by: Principal,
+    source: str,
+) -> CaptureResult:
     """Reconcile and write an extractor's records: one commit, then one of sightings for duplicates."""
     ids = {t.record_id: t for t in turns}
     for c in candidates:
         if not c.derived_from or not set(c.derived_from) <= set(ids):
-            raise ValidationError(f"extractor {source} returned a {c.kind} not derived_from the session's turns "
-                                  "(forgetting could not reach it)", field="derived_from")
+            raise ValidationError(
+                f"extractor {source} returned a {c.kind} not derived_from the session's turns "
+                "(forgetting could not reach it)",
+                field="derived_from",
+            )
     if not candidates:
         return CaptureResult("written")
     scope = Scope.parse(task.scope) if task.scope else None
@@ -186,18 +233,34 @@ def write_extracted(store: MemoryStore, task: ExtractionTask, candidates: Sequen
     for c in candidates:  # a subject the extractor names: its generation as of now (the turns' still guard it)
         generations.setdefault(subject_key(c.subject_name), store.generation(c.subject_name))
     try:
-        result = store.writer.commit(list(candidates), by, scope=scope, status=status, generation=generations,
-                                     op="propose" if status == "proposed" else "write",
-                                     reason=f"extracted from a conversation by {source}")
+        result = store.writer.commit(
+            list(candidates),
+            by,
+            scope=scope,
+            status=status,
+            generation=generations,
+            op="propose" if status == "proposed" else "write",
+            reason=f"extracted from a conversation by {source}",
+        )
         sightings = [  # a restated preference lives on: its sighting carries the refreshed expiry
-            Sighting(turn.said_at, subject=c.subject_name, derived_from=(r.record_id, turn.record_id),
-                     source=c.source or f"extractor:{source}", scope=r.scope,
-                     expires_at=turn.said_at + c.ttl if isinstance(c, Preference) and c.ttl else None)
-            for c, r in zip(candidates, result, strict=True) if r.action == "duplicate"
-            for turn in [ids[c.derived_from[0]]] if turn.record_id is not None
+            Sighting(
+                turn.said_at,
+                subject=c.subject_name,
+                derived_from=(r.record_id, turn.record_id),
+                source=c.source or f"extractor:{source}",
+                scope=r.scope,
+                expires_at=turn.said_at + c.ttl if isinstance(c, Preference) and c.ttl else None,
+            )
+            for c, r in zip(candidates, result, strict=True)
+            if r.action == "duplicate"
+            for turn in [ids[c.derived_from[0]]]
+            if turn.record_id is not None
         ]
-        seen = store.writer.commit(sightings, by, generation=generations, reason="seen again in a conversation") \
-            if sightings else None
+        seen = (
+            store.writer.commit(sightings, by, generation=generations, reason="seen again in a conversation")
+            if sightings
+            else None
+        )
     except StaleGeneration as exc:
         return CaptureResult("dropped", reason=str(exc))
     return CaptureResult("written", tuple(result), 0 if seen is None else len(seen) - seen.count("duplicate"))
@@ -213,8 +276,15 @@ class Seen:
     last_seen: datetime | None
 
 
-def seen(store: MemoryStore, record_id: str, *, by: Principal, as_of: datetime | None = None,
-         known_at: datetime | None = None, valid_at: datetime | None = None) -> Seen:
+def seen(
+    store: MemoryStore,
+    record_id: str,
+    *,
+    by: Principal,
+    as_of: datetime | None = None,
+    known_at: datetime | None = None,
+    valid_at: datetime | None = None,
+) -> Seen:
     """The seen-count and last-seen of a record: itself plus its sightings visible at the basis."""
     kind = kind_of_record_id(record_id)
     rows = store.vis.by_ids(kind, [record_id]).to_pylist()
@@ -227,6 +297,7 @@ def seen(store: MemoryStore, record_id: str, *, by: Principal, as_of: datetime |
     if row["known_since"] is None or row["known_since"] > basis.known_at or row["valid_from"] > basis.valid_at:
         return Seen(record_id, 0, None, None)
     sightings = store.vis.rows("sighting", by, basis, subject=row["subject"], columns=["derived_from", "valid_from"])
-    times = [row["valid_from"]] + [s["valid_from"] for s in sightings.to_pylist()
-                                   if s["derived_from"] and s["derived_from"][0] == record_id]
+    times = [row["valid_from"]] + [
+        s["valid_from"] for s in sightings.to_pylist() if s["derived_from"] and s["derived_from"][0] == record_id
+    ]
     return Seen(record_id, len(times), min(times), max(times))

@@ -46,15 +46,20 @@ class ExtractionWorker:
 
     def __init__(self, *, threads: int = 1, processes: int = 0) -> None:
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="memlake-extract")
-        self._processes = (ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"))
-                           if processes else None)
+        self._processes = (
+            ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"))
+            if processes
+            else None
+        )
 
-    def submit(self, store: MemoryStore, task: ExtractionTask, by: Principal,
-               extractor: Extractor | None) -> Future[CaptureResult]:
+    def submit(
+        self, store: MemoryStore, task: ExtractionTask, by: Principal, extractor: Extractor | None
+    ) -> Future[CaptureResult]:
         return self._threads.submit(self._run, store, task, by, extractor)
 
-    def _run(self, store: MemoryStore, task: ExtractionTask, by: Principal,
-             extractor: Extractor | None) -> CaptureResult:
+    def _run(
+        self, store: MemoryStore, task: ExtractionTask, by: Principal, extractor: Extractor | None
+    ) -> CaptureResult:
         if self._processes is None:
             return run_task(store, task, by=by, extractor=extractor)
         extractor = extractor or RuleExtractor()

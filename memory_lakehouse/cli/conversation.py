@@ -30,12 +30,25 @@ def cmd_capture(args: argparse.Namespace) -> None:
     store = _open(args, create=True)
     job = store.capture(args.session, messages, by=_principal(args), subject=args.subject)
     result = job.result()
-    _emit(args, {"turns": [r.record_id for r in job.turns], "status": result.status, "sightings": result.sightings,
-                 "extracted": [{"record_id": r.record_id, "kind": r.kind, "action": r.action,
-                                "supersedes": r.supersedes} for r in result.results]},
-          lambda: [f"stored {len(job.turns)} turn(s) of session {args.session}; extraction {result.status}: "
-                   f"{len(result.results)} record(s), {result.sightings} sighting(s)"]
-          + [f"{r.action:<10} {r.kind:<10} {r.record_id}" for r in result.results])
+    _emit(
+        args,
+        {
+            "turns": [r.record_id for r in job.turns],
+            "status": result.status,
+            "sightings": result.sightings,
+            "extracted": [
+                {"record_id": r.record_id, "kind": r.kind, "action": r.action, "supersedes": r.supersedes}
+                for r in result.results
+            ],
+        },
+        lambda: (
+            [
+                f"stored {len(job.turns)} turn(s) of session {args.session}; extraction {result.status}: "
+                f"{len(result.results)} record(s), {result.sightings} sighting(s)"
+            ]
+            + [f"{r.action:<10} {r.kind:<10} {r.record_id}" for r in result.results]
+        ),
+    )
 
 
 def register(sub: Any) -> None:

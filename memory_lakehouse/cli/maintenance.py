@@ -23,8 +23,11 @@ def cmd_maintenance(args: argparse.Namespace) -> None:
         report = m.vacuum(retain=timedelta(hours=args.retain_hours), dry_run=not args.yes, kinds=kinds)
     else:
         compacted, checkpointed = m.run(kinds=kinds)
-        _emit(args, {"compact": compacted.to_dict(), "checkpoint": checkpointed.to_dict()},
-              lambda: compacted.summary() + checkpointed.summary())
+        _emit(
+            args,
+            {"compact": compacted.to_dict(), "checkpoint": checkpointed.to_dict()},
+            lambda: compacted.summary() + checkpointed.summary(),
+        )
         return
     _emit(args, report.to_dict(), report.summary)
 
@@ -32,8 +35,11 @@ def cmd_maintenance(args: argparse.Namespace) -> None:
 def register(sub: Any) -> None:
     p = sub.add_parser("maintenance", help="compact, checkpoint, vacuum (dry run unless --yes), status")
     _common(p, principal=False)
-    p.add_argument("action", choices=("status", "compact", "checkpoint", "vacuum", "run"),
-                   help="run = compact, then record commits and checkpoint (what the policy does)")
+    p.add_argument(
+        "action",
+        choices=("status", "compact", "checkpoint", "vacuum", "run"),
+        help="run = compact, then record commits and checkpoint (what the policy does)",
+    )
     p.add_argument("--kind", action="append", help="restrict to a table (repeatable)")
     p.add_argument("--retain-hours", type=float, default=168.0, help="vacuum: keep files removed this recently")
     p.add_argument("--yes", action="store_true", help="vacuum: really delete")

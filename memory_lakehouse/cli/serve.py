@@ -19,9 +19,12 @@ def cmd_mcp(args: argparse.Namespace) -> None:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("mcp", help="an MCP server on stdio: recall, context, get_fact, propose, approve, "
-                                   "retract, forget, resolve_policy as tools",
-                       description="Serve the store to MCP clients over stdio. The principal is fixed here "
-                                   "(flags, $MEMLAKE_AS/SCOPE/ROLE or --profile); clients cannot change it.")
+    p = sub.add_parser(
+        "mcp",
+        help="an MCP server on stdio: recall, context, get_fact, propose, approve, "
+        "retract, forget, resolve_policy as tools",
+        description="Serve the store to MCP clients over stdio. The principal is fixed here "
+        "(flags, $MEMLAKE_AS/SCOPE/ROLE or --profile); clients cannot change it.",
+    )
     _common(p)
     p.set_defaults(fn=cmd_mcp)

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -94,7 +95,7 @@ def decode_label(text: str) -> str:
             out.append("/")
         elif nxt == "{":
             end = text.index("}", i)
-            out.append(chr(int(text[i + 2:end], 16)))
+            out.append(chr(int(text[i + 2 : end], 16)))
             i = end + 1
             continue
         else:
@@ -108,8 +109,9 @@ class LakehouseStore(BaseStore):
 
     supports_ttl = False
 
-    def __init__(self, store: Any, *, by: Principal, scope: Optional[Scope] = None, scope_levels: int = 0,
-                 source: str = SOURCE) -> None:
+    def __init__(
+        self, store: Any, *, by: Principal, scope: Scope | None = None, scope_levels: int = 0, source: str = SOURCE
+    ) -> None:
         if not isinstance(by, Principal):
             raise ValidationError("by= must be a Principal", field="by")
         if not 0 <= scope_levels <= 4:
@@ -128,18 +130,20 @@ class LakehouseStore(BaseStore):
         return PREFIX + "/".join(encode_label(label) for label in namespace)
 
     def namespace_of(self, subject: str) -> tuple[str, ...]:
-        body = subject[len(PREFIX):]
+        body = subject[len(PREFIX) :]
         return tuple(decode_label(label) for label in body.split("/")) if body else ()
 
     def scope_of(self, namespace: Sequence[str]) -> Scope:
         if not self.scope_levels:
             return self.scope
         if len(namespace) < self.scope_levels:
-            raise ValidationError(f"namespace {tuple(namespace)} needs at least {self.scope_levels} label(s) "
-                                  "naming its scope", field="namespace")
+            raise ValidationError(
+                f"namespace {tuple(namespace)} needs at least {self.scope_levels} label(s) naming its scope",
+                field="namespace",
+            )
         return Scope(*namespace[: self.scope_levels])
 
-    def _item(self, record: Envelope, score: Optional[float] = None, *, search: bool = False) -> Item:
+    def _item(self, record: Envelope, score: float | None = None, *, search: bool = False) -> Item:
         assert isinstance(record, Fact)
         namespace = self.namespace_of(record.subject_name)
         key = decode_label(record.attribute)
@@ -149,7 +153,7 @@ class LakehouseStore(BaseStore):
             return SearchItem(namespace, key, value, when, when, score)  # type: ignore[arg-type]
         return Item(value=value, key=key, namespace=namespace, created_at=when, updated_at=when)  # type: ignore[arg-type]
 
-    def _search_item(self, record: Envelope, score: Optional[float] = None) -> SearchItem:
+    def _search_item(self, record: Envelope, score: float | None = None) -> SearchItem:
         item = self._item(record, score, search=True)
         if not isinstance(item, SearchItem):  # _item(search=True) builds one
             raise TypeError("expected a SearchItem")
@@ -164,7 +168,7 @@ class LakehouseStore(BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return await asyncio.to_thread(self._run, list(ops))
 
-    def _run(self, ops: list[Op], as_of: Optional[datetime] = None) -> list[Result]:
+    def _run(self, ops: list[Op], as_of: datetime | None = None) -> list[Result]:
         with self._lock:
             results: list[Result] = []
             puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
@@ -183,38 +187,51 @@ class LakehouseStore(BaseStore):
             self._apply(list(puts.values()))
             return results
 
-    def _get(self, namespace: Sequence[str], key: str, as_of: Optional[datetime]) -> Optional[Item]:
+    def _get(self, namespace: Sequence[str], key: str, as_of: datetime | None) -> Item | None:
         record = self.store.get_fact(self.subject_of(namespace), encode_label(key), by=self.by, as_of=as_of)
         if record is None or record.source != self.source:
             return None
         return self._item(record)
 
-    def _visible(self, as_of: Optional[datetime]) -> list[Envelope]:
-        return [r for r in self.store.list(None, by=self.by, kinds=["fact"], filters={"source": self.source},
-                                           as_of=as_of) if r.subject_name.startswith(PREFIX)]
+    def _visible(self, as_of: datetime | None) -> list[Envelope]:
+        return [
+            r
+            for r in self.store.list(None, by=self.by, kinds=["fact"], filters={"source": self.source}, as_of=as_of)
+            if r.subject_name.startswith(PREFIX)
+        ]
 
-    def _search(self, op: SearchOp, as_of: Optional[datetime]) -> list[SearchItem]:
+    def _search(self, op: SearchOp, as_of: datetime | None) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
-        candidates = [r for r in self._visible(as_of) if self.namespace_of(r.subject_name)[: len(prefix)] == prefix
-                      and all(_matches(_value(r).get(k), v) for k, v in (op.filter or {}).items())]
+        candidates = [
+            r
+            for r in self._visible(as_of)
+            if self.namespace_of(r.subject_name)[: len(prefix)] == prefix
+            and all(_matches(_value(r).get(k), v) for k, v in (op.filter or {}).items())
+        ]
         if not op.query:
             candidates.sort(key=lambda r: (r.known_since, r.record_id), reverse=True)
-            return [self._search_item(r) for r in candidates[op.offset: op.offset + op.limit]]
+            return [self._search_item(r) for r in candidates[op.offset : op.offset + op.limit]]
         allowed = {r.record_id: r for r in candidates}
         if not allowed:
             return []
-        hits = self.store.recall(op.query, by=self.by, kinds=["fact"], filters={"source": self.source},
-                                 k=max(1, len(self._visible(as_of))), as_of=as_of)
+        hits = self.store.recall(
+            op.query,
+            by=self.by,
+            kinds=["fact"],
+            filters={"source": self.source},
+            k=max(1, len(self._visible(as_of))),
+            as_of=as_of,
+        )
         ranked = [(allowed[h.record_id], h.score) for h in hits if h.record_id in allowed]
-        return [self._search_item(r, score) for r, score in ranked[op.offset: op.offset + op.limit]]
+        return [self._search_item(r, score) for r, score in ranked[op.offset : op.offset + op.limit]]
 
-    def _list_namespaces(self, op: ListNamespacesOp, as_of: Optional[datetime]) -> list[tuple[str, ...]]:
+    def _list_namespaces(self, op: ListNamespacesOp, as_of: datetime | None) -> list[tuple[str, ...]]:
         namespaces = {self.namespace_of(r.subject_name) for r in self._visible(as_of)}
         if op.match_conditions:
             namespaces = {ns for ns in namespaces if all(_namespace_matches(c, ns) for c in op.match_conditions)}
         if op.max_depth is not None:
             namespaces = {ns[: op.max_depth] for ns in namespaces}
-        return sorted(namespaces)[op.offset: op.offset + op.limit]
+        return sorted(namespaces)[op.offset : op.offset + op.limit]
 
     def _apply(self, puts: Sequence[PutOp]) -> None:
         writes = [op for op in puts if op.value is not None]
@@ -240,16 +257,26 @@ class LakehouseStore(BaseStore):
 
     # ------------------------------------------------------------------ the basis extension
 
-    def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: Optional[bool] = None,
-            as_of: Optional[datetime] = None) -> Optional[Item]:
+    def get(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None, as_of: datetime | None = None
+    ) -> Item | None:
         """`BaseStore.get`, plus ``as_of=``: the item as the store knew it then."""
         if as_of is None:
             return super().get(namespace, key, refresh_ttl=refresh_ttl)
         return self._run([GetOp(namespace, str(key))], as_of)[0]  # type: ignore[return-value]
 
-    def search(self, namespace_prefix: tuple[str, ...], /, *, query: Optional[str] = None,
-               filter: Optional[dict[str, Any]] = None, limit: int = 10, offset: int = 0,  # noqa: A002
-               refresh_ttl: Optional[bool] = None, as_of: Optional[datetime] = None) -> list[SearchItem]:
+    def search(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+        as_of: datetime | None = None,
+    ) -> list[SearchItem]:
         """`BaseStore.search`, plus ``as_of=``: recall as the store knew it then."""
         op = SearchOp(namespace_prefix, filter, limit, offset, query)
         return self._run([op], as_of)[0]  # type: ignore[return-value]
@@ -266,8 +293,11 @@ def _matches(value: Any, wanted: Any) -> bool:
             return all(_compare(value, op, x) for op, x in wanted.items())
         return isinstance(value, dict) and all(_matches(value.get(k), v) for k, v in wanted.items())
     if isinstance(wanted, (list, tuple)):
-        return (isinstance(value, (list, tuple)) and len(value) == len(wanted)
-                and all(_matches(a, b) for a, b in zip(value, wanted)))
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(wanted)
+            and all(_matches(a, b) for a, b in zip(value, wanted))
+        )
     return bool(value == wanted)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -39,7 +39,7 @@ from ..time import require_aware
 __all__ = ["build_server", "serve"]
 
 
-def _time(value: Optional[str], name: str) -> Optional[datetime]:
+def _time(value: str | None, name: str) -> datetime | None:
     return require_aware(value, name, optional=True) if value else None
 
 
@@ -49,9 +49,13 @@ def _jsonable(value: Any) -> Any:
 
 def build_server(store: Any, principal: Principal) -> MCPServer:
     """The MCP server for *store*, every tool acting as *principal*."""
-    server: MCPServer = MCPServer("memory-lakehouse", instructions=(
-        f"Governed, bi-temporal memory. You act as {principal.id} ({principal.role} at {principal.scope}). "
-        "Cite the record_id of what you use; write through propose unless you are a member or curator."))
+    server: MCPServer = MCPServer(
+        "memory-lakehouse",
+        instructions=(
+            f"Governed, bi-temporal memory. You act as {principal.id} ({principal.role} at {principal.scope}). "
+            "Cite the record_id of what you use; write through propose unless you are a member or curator."
+        ),
+    )
 
     def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -62,43 +66,85 @@ def build_server(store: Any, principal: Principal) -> MCPServer:
             raise ToolError(f"ValidationError: {exc}") from exc
 
     @server.tool()
-    def recall(query: str, subject: Optional[str] = None, kinds: Optional[list[str]] = None, k: int = 8,
-               as_of: Optional[str] = None, known_at: Optional[str] = None,
-               valid_at: Optional[str] = None) -> list[dict[str, Any]]:
+    def recall(
+        query: str,
+        subject: str | None = None,
+        kinds: list[str] | None = None,
+        k: int = 8,
+        as_of: str | None = None,
+        known_at: str | None = None,
+        valid_at: str | None = None,
+    ) -> list[dict[str, Any]]:
         """Recall memories for a query: hits with score, why, and the record (with its provenance)."""
-        hits = call(lambda: store.recall(query, by=principal, subject=subject, kinds=kinds, k=k,
-                                         as_of=_time(as_of, "as_of"), known_at=_time(known_at, "known_at"),
-                                         valid_at=_time(valid_at, "valid_at")))
-        return [_jsonable({"record_id": h.record_id, "score": h.score, "why": list(h.why), "text": h.text,
-                           "record": to_dict(h.record)}) for h in hits]
+        hits = call(
+            lambda: store.recall(
+                query,
+                by=principal,
+                subject=subject,
+                kinds=kinds,
+                k=k,
+                as_of=_time(as_of, "as_of"),
+                known_at=_time(known_at, "known_at"),
+                valid_at=_time(valid_at, "valid_at"),
+            )
+        )
+        return [
+            _jsonable(
+                {
+                    "record_id": h.record_id,
+                    "score": h.score,
+                    "why": list(h.why),
+                    "text": h.text,
+                    "record": to_dict(h.record),
+                }
+            )
+            for h in hits
+        ]
 
     @server.tool()
-    def context(query: str, budget_tokens: int = 800, subject: Optional[str] = None,
-                as_of: Optional[str] = None) -> dict[str, Any]:
+    def context(
+        query: str, budget_tokens: int = 800, subject: str | None = None, as_of: str | None = None
+    ) -> dict[str, Any]:
         """The prompt block for a query and its items: record_id, kind, source, evidence, valid time."""
-        ctx = call(lambda: store.context(query, by=principal, budget_tokens=budget_tokens, subject=subject,
-                                         as_of=_time(as_of, "as_of")))
+        ctx = call(
+            lambda: store.context(
+                query, by=principal, budget_tokens=budget_tokens, subject=subject, as_of=_time(as_of, "as_of")
+            )
+        )
         out: dict[str, Any] = _jsonable(ctx.to_dict())
         return out
 
     @server.tool()
-    def get_fact(subject: str, attribute: str, kind: str = "fact", as_of: Optional[str] = None,
-                 known_at: Optional[str] = None, valid_at: Optional[str] = None) -> Optional[dict[str, Any]]:
+    def get_fact(
+        subject: str,
+        attribute: str,
+        kind: str = "fact",
+        as_of: str | None = None,
+        known_at: str | None = None,
+        valid_at: str | None = None,
+    ) -> dict[str, Any] | None:
         """One slot's value at the basis (default now), or null when nothing is visible."""
-        record = call(lambda: store.get_fact(subject, attribute, by=principal, kind=kind,
-                                             as_of=_time(as_of, "as_of"), known_at=_time(known_at, "known_at"),
-                                             valid_at=_time(valid_at, "valid_at")))
+        record = call(
+            lambda: store.get_fact(
+                subject,
+                attribute,
+                by=principal,
+                kind=kind,
+                as_of=_time(as_of, "as_of"),
+                known_at=_time(known_at, "known_at"),
+                valid_at=_time(valid_at, "valid_at"),
+            )
+        )
         return _jsonable(to_dict(record)) if record is not None else None
 
     @server.tool()
-    def propose(record: dict[str, Any], reason: Optional[str] = None) -> dict[str, Any]:
+    def propose(record: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
         """Propose a record (a JSON object with "kind"; fields per `memlake schema`); a curator approves it."""
         res = call(lambda: store.propose(from_dict(record), by=principal, reason=reason))
         return {"record_id": res.record_id, "action": res.action, "kind": res.kind}
 
     @server.tool()
-    def approve(record_id: str, reason: Optional[str] = None,
-                corrections: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    def approve(record_id: str, reason: str | None = None, corrections: dict[str, Any] | None = None) -> dict[str, Any]:
         """Approve a proposal (curators; never one's own), optionally with corrections."""
         res = call(lambda: store.approve(record_id, by=principal, reason=reason, **(corrections or {})))
         return {"record_id": res.record_id, "action": res.action, "approved": record_id}
@@ -116,10 +162,11 @@ def build_server(store: Any, principal: Principal) -> MCPServer:
         return {"subject": subject, "generation": report.generation, "hidden": len(report.record_ids)}
 
     @server.tool()
-    def resolve_policy(facts: dict[str, Any], at: str, known_at: Optional[str] = None) -> dict[str, Any]:
+    def resolve_policy(facts: dict[str, Any], at: str, known_at: str | None = None) -> dict[str, Any]:
         """Which approved policy governs a case at world time `at` (ISO datetime), as known at `known_at`."""
-        decision = call(lambda: store.resolve_policy(facts, at=_time(at, "at"), by=principal,
-                                                     known_at=_time(known_at, "known_at")))
+        decision = call(
+            lambda: store.resolve_policy(facts, at=_time(at, "at"), by=principal, known_at=_time(known_at, "known_at"))
+        )
         resolved: dict[str, Any] = _jsonable(decision.to_dict())
         return resolved
 
