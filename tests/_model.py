@@ -309,7 +309,8 @@ class StoreFactory:
 
     LEASES = 25
 
-    def __init__(self) -> None:
+    def __init__(self, **open_options: Any) -> None:
+        self.open_options = open_options  # more of ml.open's options (a maintenance policy)
         self.store: ml.MemoryStore | None = None
         self.root: str | None = None
         self.now = datetime(2026, 1, 1, tzinfo=UTC)
@@ -323,7 +324,10 @@ class StoreFactory:
             self.close()
             self.root = tempfile.mkdtemp(prefix="memlake-model-")
             self.store = ml.open(
-                os.path.join(self.root, "store"), clock=self.clock, embedder=ml.HashingEmbedder(dim=32)
+                os.path.join(self.root, "store"),
+                clock=self.clock,
+                embedder=ml.HashingEmbedder(dim=32),
+                **self.open_options,
             )
         self.leases += 1
         self.now = (self.now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -333,7 +337,11 @@ class StoreFactory:
         """Another handle on the current store: nothing remembered from earlier reads."""
         assert self.root is not None
         return ml.open(
-            os.path.join(self.root, "store"), clock=self.clock, embedder=ml.HashingEmbedder(dim=32), create=False
+            os.path.join(self.root, "store"),
+            clock=self.clock,
+            embedder=ml.HashingEmbedder(dim=32),
+            create=False,
+            **self.open_options,
         )
 
     def close(self) -> None:
