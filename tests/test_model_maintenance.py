@@ -55,10 +55,23 @@ class MaintainedStoreAgainstTheModel(MemoryMachine):
         self.maintenance_steps += 1
         return self.store
 
+    def _read_back(self) -> None:
+        """The last read again, on this handle and on a new one: a new handle has only the
+        files to go by (``_commits`` once the log forgot its old commits), nothing remembered."""
+        if self.last_read is None:
+            return
+        self.check_reads(self.store, self.last_read)
+        fresh = self.factory.fresh_handle()
+        try:
+            self.check_reads(fresh, self.last_read)
+        finally:
+            fresh.close()
+
     @precondition(lambda self: self.maintenance_steps < self.MAX_MAINTENANCE)
     @rule()
     def compact(self) -> None:
         self._maintain().maintenance.compact()
+        self._read_back()
 
     @precondition(lambda self: self.maintenance_steps < self.MAX_MAINTENANCE)
     @rule()
@@ -74,11 +87,13 @@ class MaintainedStoreAgainstTheModel(MemoryMachine):
             age_files(log.glob("*.json"), days=60)
         store.lake.refresh(force=True)
         store.maintenance.checkpoint()
+        self._read_back()
 
     @precondition(lambda self: self.maintenance_steps < self.MAX_MAINTENANCE)
     @rule()
     def vacuum_everything_removed(self) -> None:
         self._maintain().maintenance.vacuum(retain=timedelta(0), dry_run=False)
+        self._read_back()
 
 
 TestMaintainedStoreAgainstTheModel = MaintainedStoreAgainstTheModel.TestCase
