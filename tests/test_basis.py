@@ -135,6 +135,7 @@ def test_get_fact_answers_every_basis_exactly_as_the_reference_model(ops, data):
             res = store.write(fact(*SLOT, value, vf, valid_to=vt, expires_at=exp, scope=scope), by=STEWARD)
             assert res.action == expected_action
             if expected_action == "duplicate":
+                assert pred is not None  # a duplicate restates the model's head
                 assert res.record_id == pred.record_id
                 continue
             assert res.supersedes == (pred.record_id if pred else None)
@@ -153,6 +154,7 @@ def test_get_fact_answers_every_basis_exactly_as_the_reference_model(ops, data):
             got = store.get_fact(*SLOT, by=reader, known_at=known_at, valid_at=valid_at)
             assert (got and got.record_id) == (want and want.record_id), (reader.id, known_at, valid_at)
             if got is not None:
+                assert want is not None  # the ids agreed just above
                 assert (got.value, got.scope, got.known_since) == (want.value, want.scope, want.known_since)
             as_of = data.draw(near(times + worlds), "as_of")
             want = model.head(reader.scope, as_of, as_of)
