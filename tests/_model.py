@@ -488,7 +488,7 @@ class MemoryMachine(RuleBasedStateMachine):
             f"actions: model {[a for a, _ in planned]}, store {[r.action for r in results]}"
         )
         placeholders = {row.record_id: res.record_id for (_, row), res in zip(planned, results) if row is not None}
-        for (action, row), res in zip(planned, results):
+        for (_, row), res in zip(planned, results):
             if row is not None:
                 row.record_id = res.record_id
                 row.supersedes = placeholders.get(row.supersedes or "", row.supersedes)
@@ -513,7 +513,10 @@ class MemoryMachine(RuleBasedStateMachine):
     def write(self, data: st.DataObject, writer: str) -> None:
         rec = self._repeat_or_new(data, data.draw(st.sampled_from(self.writes[writer])))
         planned = self.model.plan([rec], "active")
-        call = lambda: self.store.write(self._build(rec), by=self.principals[writer])
+
+        def call() -> ml.WriteResult:
+            return self.store.write(self._build(rec), by=self.principals[writer])
+
         if planned[0][0] == "forgotten":
             self._expect_error(ml.StaleGeneration, call)
             return
@@ -534,7 +537,10 @@ class MemoryMachine(RuleBasedStateMachine):
         rec = self._record(data, data.draw(st.sampled_from(self.proposes[proposer])))
         rec.valid_to = None
         planned = self.model.plan([rec], "proposed")
-        call = lambda: self.store.propose(self._build(rec), by=self.principals[proposer])
+
+        def call() -> ml.WriteResult:
+            return self.store.propose(self._build(rec), by=self.principals[proposer])
+
         if planned[0][0] == "forgotten":
             self._expect_error(ml.StaleGeneration, call)
             return
@@ -550,7 +556,10 @@ class MemoryMachine(RuleBasedStateMachine):
         pid = data.draw(st.sampled_from(self.proposals))
         correction: dict[str, Any] = data.draw(st.sampled_from(({}, {"value": "C"}, {"valid_from": self.day(-4)})))
         by = self.principals[approver]
-        call = lambda: self.store.approve(pid, by=by, **correction)
+
+        def call() -> ml.WriteResult:
+            return self.store.approve(pid, by=by, **correction)
+
         row = self.model.find(pid)
         if row is None or row.status != "proposed":
             return self._expect_error(ml.ValidationError, call)
@@ -578,7 +587,10 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(data=st.data(), retractor=st.sampled_from(("root-lead", "alice")))
     def retract(self, data: st.DataObject, retractor: str) -> None:
         rid = data.draw(st.sampled_from(self.ids))
-        call = lambda: self.store.retract(rid, by=self.principals[retractor], reason="wrong")
+
+        def call() -> ml.WriteResult:
+            return self.store.retract(rid, by=self.principals[retractor], reason="wrong")
+
         row = self.model.find(rid)
         if row is None or row.status != "active":
             return self._expect_error(ml.ValidationError, call)

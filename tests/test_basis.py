@@ -144,9 +144,10 @@ def test_get_fact_answers_every_basis_exactly_as_the_reference_model(ops, data):
 
         times = sorted({r.known_since for r in model.rows} | {day(0)})
         worlds = sorted({t for r in model.rows for t in (r.valid_from, r.valid_to, r.expires_at) if t} | {day(0)})
-        near = lambda ts: st.sampled_from(ts).flatmap(
-            lambda t: st.sampled_from([t - US, t, t + US, t + timedelta(hours=12)])
-        )
+
+        def near(ts: list[datetime]) -> st.SearchStrategy[datetime]:
+            return st.sampled_from(ts).flatmap(lambda t: st.sampled_from([t - US, t, t + US, t + timedelta(hours=12)]))
+
         for _ in range(5):
             reader = data.draw(st.sampled_from(READERS), "reader")
             known_at, valid_at = data.draw(near(times), "known_at"), data.draw(near(worlds), "valid_at")

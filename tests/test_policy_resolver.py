@@ -28,11 +28,14 @@ def t(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> dateti
     return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
+NEW_YEAR = t(2026, 1, 1)  # the default start of a test policy
+
+
 def pol(
     policy_id,
     conditions,
     *,
-    start=t(2026, 1, 1),
+    start=NEW_YEAR,
     end=None,
     priority=0,
     scope=ORG,
