@@ -56,14 +56,18 @@ class MaintainedStoreAgainstTheModel(MemoryMachine):
         return self.store
 
     def _read_back(self) -> None:
-        """The last read again, on this handle and on a new one: a new handle has only the
-        files to go by (``_commits`` once the log forgot its old commits), nothing remembered."""
-        if self.last_read is None:
-            return
-        self.check_reads(self.store, self.last_read)
+        """Read everything back, on this handle and on a new one (which has only the files to
+        go by: ``_commits`` once the log forgot its old commits, nothing remembered): the
+        last read, and a curator's recall of everything as of every commit written so far."""
+        known = sorted({r.known_since for r in self.model.rows})
+        specs = [("recall", "root-lead", {"as_of": t}, t, t, None, None, None, "plan") for t in known + [self.now()]]
+        if self.last_read is not None:
+            specs.append(self.last_read)
         fresh = self.factory.fresh_handle()
         try:
-            self.check_reads(fresh, self.last_read)
+            for spec in specs:
+                self.check_reads(self.store, spec)
+                self.check_reads(fresh, spec)
         finally:
             fresh.close()
 
