@@ -754,7 +754,7 @@ class Writer:
                 continue
             if kind == "turn" and pred is not None:
                 raise ValidationError(
-                    f"turn {r.position} of session {r.session_id} is already recorded with other content; "  # type: ignore[attr-defined]
+                    f"turn {r.position} of session {r.session_id} is already recorded with other content; "  # type: ignore[attr-defined]  # kind == "turn": r is a Turn
                     "turns are immutable",
                     field="text",
                 )

@@ -105,7 +105,7 @@ def _principal(args: argparse.Namespace) -> Principal:
     role = pick("role") or DEFAULT_ROLE
     if role not in ROLES:
         raise errors.ValidationError(f"role must be one of {', '.join(ROLES)} (got {role!r})", field="role")
-    return Principal(pick("principal") or DEFAULT_ID, Scope.parse(scope), role=role)  # type: ignore[arg-type]
+    return Principal(pick("principal") or DEFAULT_ID, Scope.parse(scope), role=role)  # type: ignore[arg-type]  # role is one of ROLES, checked above
 
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
