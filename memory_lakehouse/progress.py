@@ -70,7 +70,8 @@ def configure(*, bars: bool | None = None, min_items: int | None = None) -> None
 
 
 def _bars_allowed() -> bool:
-    return _settings.bars and sys.stderr.isatty()
+    isatty = getattr(sys.stderr, "isatty", None)  # stderr may be None (pythonw) or a bare stream
+    return _settings.bars and callable(isatty) and bool(isatty())
 
 
 def _open_line(description: str, total: int | None, unit: str) -> tuple[Any, Any]:

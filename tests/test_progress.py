@@ -162,9 +162,9 @@ def test_a_bar_is_drawn_only_on_a_terminal_and_nested_work_shares_its_display(mo
         outer.phase("first")
         with ml.Progress("inner", total=300, unit="rows") as inner:
             inner.advance(300)
-            assert inner.drawn and outer.drawn
+            drawn_while_inside = [inner.drawn, outer.drawn]
         outer.advance(3)
-    assert not outer.drawn
+    assert drawn_while_inside == [True, True] and not outer.drawn
     drawn = screen.getvalue()
     assert "outer: first" in drawn and "inner" in drawn and "0/300" in drawn
     with ml.Progress.settings(bars=False), ml.Progress("hidden", total=1000) as hidden:
