@@ -212,7 +212,9 @@ class Model:
                 rec.valid_to,
                 expires_at,
                 status,
-                datetime.min.replace(tzinfo=UTC),
+                # known at the commit (`_apply` sets it): after every forget so far, so a row of the
+                # batch is never a forgotten actor's row to the batch's later records
+                datetime.max.replace(tzinfo=UTC),
                 self.seq,
                 pos,
                 self.generation(rec.subject),
