@@ -280,3 +280,14 @@ def test_the_full_run_shows_each_eval_and_its_cases_and_quick_and_quiet_runs_dra
         json.loads(capsys.readouterr().out)  # stdout: the scorecard alone
     assert "eval: fake" in runs["full"] and "━" in runs["full"]
     assert "━" not in runs["quick"] and "━" not in runs["quiet"]
+
+
+def test_memlake_eval_quiet_prints_no_progress_lines_when_stderr_is_not_a_terminal(monkeypatch, capsys):
+    monkeypatch.setitem(suite.EVALS, "fake", "fake")
+    monkeypatch.setattr(suite, "runner", lambda name: lambda c: _fake(True))
+    from memory_lakehouse.cli import main
+
+    assert main(["eval", "fake", "--embedder", "hashing", "--json"]) == 0
+    assert "memlake: eval: fake" in capsys.readouterr().err  # the full run says what it runs
+    assert main(["eval", "fake", "--embedder", "hashing", "--json", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

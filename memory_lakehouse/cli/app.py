@@ -613,7 +613,9 @@ def _reporting(quiet: bool) -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _reporting(bool(getattr(args, "quiet", False))):
+        # `eval` hands its options to the suite's own parser: its --quiet silences our log lines too
+        quiet = bool(getattr(args, "quiet", False)) or "--quiet" in getattr(args, "rest", ())
+        with _reporting(quiet):
             try:
                 args.fn(args)
             finally:
