@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STORE  ?= data/store
 
-.PHONY: demo test lint typecheck-tests venv dev clean bench agent
+.PHONY: demo test lint venv dev clean bench agent
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,16 +39,13 @@ demo: $(VENV)/.agent-installed
 	@echo; echo "### memlake eval all --quick (scorecard in $(STORE)/eval; a failed gate is reported, not fatal here)"
 	-$(PY) -m memory_lakehouse.cli eval all --quick --out $(STORE)/eval
 
-# Lint and type-check in seconds: ruff (rules and formatting) everywhere; mypy strict on the library,
-# checked on agent_loop and evals (pyproject.toml [tool.mypy]). `make typecheck-tests` runs the
-# relaxed check of tests/ and scripts/, not yet clean and so not yet part of the gate.
+# Lint and type-check in seconds: ruff (rules and formatting) everywhere; one mypy run over everything
+# (pyproject.toml [tool.mypy]): strict on the library, every body checked in agent_loop, evals,
+# tests/ and scripts/.
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m mypy
-
-typecheck-tests: $(VENV)/.dev-installed
-	$(PY) -m mypy --no-warn-unused-ignores --disable-error-code union-attr --disable-error-code attr-defined tests scripts
 
 test: lint
 	$(PY) -m pytest -q

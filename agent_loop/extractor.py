@@ -48,7 +48,7 @@ class ModelExtractor:
                 if verdict.rule in HARD_DROPS:
                     continue  # never shown to the model
                 if verdict.keep and verdict.attribute:
-                    out.extend(rules.extract([turn.replace(text=sentence)], subject))  # type: ignore[list-item]
+                    out.extend(rules.extract([turn.replace(text=sentence)], subject))
                     continue
                 reply = self.model.complete(
                     [{"role": "system", "content": PROMPT}, {"role": "user", "content": sentence}],

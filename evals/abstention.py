@@ -175,7 +175,8 @@ def judge(
         tuning = [i for i in range(len(qs)) if tune(i)]
         th = best_threshold([values[i] for i in tuning], [qs[i].absent for i in tuning])
         held = [i for i in range(len(qs)) if not tune(i)]
-        p, r = pr([values[i] is None or values[i] < th for i in held], [qs[i].absent for i in held])  # type: ignore[operator]
+        held_values = [values[i] for i in held]
+        p, r = pr([v is None or v < th for v in held_values], [qs[i].absent for i in held])
         out[side] = {"threshold": th, "precision": p, "recall": r, "questions": len(held)}
     return out
 

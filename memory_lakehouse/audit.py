@@ -49,7 +49,7 @@ AUDIT_SCHEMA = pa.schema(
 )
 
 
-class AuditLog(list):  # type: ignore[type-arg]
+class AuditLog(list[AuditEvent]):
     """Audit events, oldest first (a list of `AuditEvent`), with `to_arrow()` / `to_polars()`."""
 
     def to_arrow(self) -> pa.Table:

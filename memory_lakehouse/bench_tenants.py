@@ -28,12 +28,17 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .progress import Progress
 from .records import Fact
 from .scope import Principal, Scope
+
+if TYPE_CHECKING:
+    from .write import WriteResult
 
 ORGS = tuple(f"org{i:02d}" for i in range(20))
 TEAMS = 5
@@ -302,17 +307,16 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
         writer = actor_principal(org, "team0", "a0")
         reader = actor_principal(org, f"team{1 + i % 4}", f"a{i % ACTORS}")
         lead = Principal(f"lead-{org}", Scope(org), role="curator")
-        clocked(
-            "write",
-            lambda: store.write(
-                Fact(f"fresh:{i}", "plan", f"value {i}", clock.now, source="bench@v1", scope=Scope(org, "support")),
-                by=lead,
-            ),
-        )
+
+        def write(i: int = i, org: str = org, lead: Principal = lead) -> WriteResult:
+            fresh = Fact(f"fresh:{i}", "plan", f"value {i}", clock.now, source="bench@v1", scope=Scope(org, "support"))
+            return store.write(fresh, by=lead)
+
+        clocked("write", write)
         subject, attribute = own_slot(reader, i)
-        clocked("get", lambda: store.get_fact(subject, attribute, by=reader))
+        clocked("get", partial(store.get_fact, subject, attribute, by=reader))
         store.write(Fact(f"fresh2:{i}", "plan", f"value {i}", clock.now, source="bench@v1"), by=writer)
-        clocked("recall", lambda: store.recall(queries[i], by=reader, k=k))
+        clocked("recall", partial(store.recall, queries[i], by=reader, k=k))
     out["single_write_on_built_store"] = _stats(*samples["write"])
     out["get_fact_first_after_own_org_write"] = _stats(*samples["get"])
     out["recall_first_after_own_org_write"] = _stats(*samples["recall"])
@@ -481,9 +485,15 @@ def run(
     out: dict[str, Any] = {"records": records, "workload": "tenants", "rounds": rounds}
     with open("/proc/loadavg", encoding="ascii") as fh:
         out["loadavg_before"] = fh.read().split()[:3]
-    out["store"] = run_store(records, root, rounds=rounds)
     module = load_floor(floor_path) if floor else None
-    out["floor"] = run_floor(module, records, rounds=rounds) if module is not None else None
+    with Progress("bench tenants", total=1 + (module is not None), unit="steps", enabled=True) as bar:
+        bar.phase(f"the store at {records} records")
+        out["store"] = run_store(records, root, rounds=rounds)
+        bar.advance()
+        if module is not None:
+            bar.phase("the SQLite + numpy floor")
+        out["floor"] = run_floor(module, records, rounds=rounds) if module is not None else None
+        bar.advance(module is not None)
     with open("/proc/loadavg", encoding="ascii") as fh:
         out["loadavg_after"] = fh.read().split()[:3]
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # the whole run

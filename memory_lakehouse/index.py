@@ -334,7 +334,7 @@ class Partition:
                 say(f"exact scan over {count} {what}")
                 return self._exact(q, mask, count, k)
             ef = max(ef or self.ef, 2 * k)
-            for attempt in range(2):
+            for _ in range(2):  # a second try at 4x the ef
                 say(f"hnsw ef={ef}, " + (f"filter {count} allowed" if mask is not None else f"unfiltered over {n}"))
                 self._index.set_ef(ef)
                 try:

@@ -329,16 +329,17 @@ class Maintenance:
             totals = {"partitions": 0, "files_removed": 0, "files_added": 0}
             for org in sorted(o for o, n in small.items() if n >= 2):
                 meta = self._meta("optimize", f"compact org partition ({small[org]} small files)")
-                with lake.maintenance_lock(kind):
-                    metrics = self._retry(
-                        lambda: DeltaTable(
-                            lake.uri(kind), storage_options=lake.storage_options or None
-                        ).optimize.compact(
-                            partition_filters=[("org", "=", org)],
-                            target_size=target,
-                            commit_properties=CommitProperties(custom_metadata=meta),
-                        )
+
+                def compact(kind: str = kind, org: str = org, meta: dict[str, str] = meta) -> dict[str, Any]:
+                    # a fresh handle on each try: a stale one fails its commit again
+                    return DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None).optimize.compact(
+                        partition_filters=[("org", "=", org)],
+                        target_size=target,
+                        commit_properties=CommitProperties(custom_metadata=meta),
                     )
+
+                with lake.maintenance_lock(kind):
+                    metrics = self._retry(compact)
                 if metrics.get("numFilesRemoved", 0):
                     totals["partitions"] += 1
                     totals["files_removed"] += int(metrics.get("numFilesRemoved", 0))
@@ -416,14 +417,16 @@ class Maintenance:
             meta = self._meta("vacuum", f"delete files removed more than {retain} ago")
             with lake.maintenance_lock(kind):
                 dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
-                gone = self._retry(
-                    lambda: dt.vacuum(
+
+                def vacuum(dt: DeltaTable = dt, meta: dict[str, str] = meta) -> list[str]:
+                    return dt.vacuum(
                         retention_hours=hours,
                         dry_run=dry_run,
                         enforce_retention_duration=False,
                         commit_properties=CommitProperties(custom_metadata=meta),
                     )
-                )
+
+                gone = self._retry(vacuum)
             rels = tuple(sorted(_relative(lake, kind, path) for path in gone))
             if rels:
                 files[kind] = rels

@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import pyarrow as pa
 
@@ -115,7 +115,7 @@ class Envelope:
     def valid_interval(self) -> tuple[datetime | None, datetime | None]:
         return self._valid_from(), self._valid_to()
 
-    def replace(self, **changes: Any) -> Envelope:
+    def replace(self, **changes: Any) -> Self:
         return dataclasses.replace(self, **changes)
 
 

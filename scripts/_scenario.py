@@ -6,6 +6,10 @@ import argparse
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import memory_lakehouse as ml
 
 
 class SimClock:
@@ -46,7 +50,12 @@ class Checks:
         print(f"{self.name}: all checks passed")
 
 
-__all__ = ["SimClock", "parse_store", "Checks", "UTC", "datetime", "timedelta"]
+def value_of(record: ml.Fact | ml.Preference | None) -> Any:
+    """The value a `get_fact` read found, or None when it found nothing (a check fails, not the script)."""
+    return None if record is None else record.value
+
+
+__all__ = ["SimClock", "parse_store", "Checks", "UTC", "datetime", "timedelta", "value_of"]
 
 
 def attempt(label: str, fn):

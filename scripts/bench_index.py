@@ -95,9 +95,9 @@ def crossover(part: Partition, ids: list[str], rng: np.random.Generator, queries
             break
         allowed = {ids[i] for i in rng.choice(n, count, replace=False)}
         mask = part.mask(allowed)
-        exact = timed(lambda q: part.search(q, k, allowed=mask, plan="exact"), queries, 60)
-        hnsw = timed(lambda q: part.search(q, k, allowed=mask, plan="hnsw"), queries, 60)
-        build = timed(lambda q: part.mask(allowed), queries, 30)
+        exact = timed(lambda q, mask=mask: part.search(q, k, allowed=mask, plan="exact"), queries, 60)
+        hnsw = timed(lambda q, mask=mask: part.search(q, k, allowed=mask, plan="hnsw"), queries, 60)
+        build = timed(lambda q, allowed=allowed: part.mask(allowed), queries, 30)
         truth = [{r for r, _ in part.search(q, k, allowed=mask, plan="exact")} for q in queries[:30]]
         hits = sum(
             len(t & {r for r, _ in part.search(q, k, allowed=mask, plan="hnsw")}) for t, q in zip(truth, queries)
@@ -165,7 +165,7 @@ def main() -> None:
         hits = sum(len(t & {r for r, _ in part.search(q, k, plan="hnsw", ef=ef)}) for t, q in zip(truths, queries))
         recall[f"ef={ef}"] = {
             "recall_at_k": round(hits / (100 * k), 3),
-            **timed(lambda q: part.search(q, k, plan="hnsw", ef=ef), queries, 100),
+            **timed(lambda q, ef=ef: part.search(q, k, plan="hnsw", ef=ef), queries, 100),
         }
     out["unfiltered_recall_vs_ef"] = recall
 
@@ -177,8 +177,10 @@ def main() -> None:
         queries_out[f"allowed_{label}"] = {
             "allowed": len(allowed),
             "planner": plans[-1],
-            **timed(lambda q: part.search(q, k, allowed=allowed), queries, args.reps),
-            "forced_hnsw_filter": timed(lambda q: part.search(q, k, allowed=allowed, plan="hnsw"), queries, 30),
+            **timed(lambda q, allowed=allowed: part.search(q, k, allowed=allowed), queries, args.reps),
+            "forced_hnsw_filter": timed(
+                lambda q, allowed=allowed: part.search(q, k, allowed=allowed, plan="hnsw"), queries, 30
+            ),
         }
     big = {ids[i] for i in rng.choice(n, n // 2, replace=False)}
     big_mask = part.mask(big)

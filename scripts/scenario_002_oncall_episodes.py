@@ -80,7 +80,9 @@ def show(eps) -> None:
 
 
 def in_range(version: str, e) -> bool:  # the scenario's own reading of "v3.1", for checking results
-    key = lambda v: tuple(int(p) for p in v.lstrip("v").split("."))
+    def key(v: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in v.lstrip("v").split("."))
+
     return (e.version_from is None or key(e.version_from) <= key(version)) and (
         e.version_to is None or key(version) <= key(e.version_to)
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from _scenario import UTC, Checks, SimClock, datetime, parse_store, timedelta
+from _scenario import UTC, Checks, SimClock, datetime, parse_store, timedelta, value_of
 
 import memory_lakehouse as ml
 
@@ -284,8 +284,8 @@ check(
 )
 check(
     "the most specific scope wins a slot: EMEA gets 15%, APAC the org's 10%",
-    store.get_fact(PRICING, CEILING, by=ana).value == "15% of list"
-    and store.get_fact(PRICING, CEILING, by=kenji).value == "10% of list",
+    value_of(store.get_fact(PRICING, CEILING, by=ana)) == "15% of list"
+    and value_of(store.get_fact(PRICING, CEILING, by=kenji)) == "10% of list",
 )
 check(
     "a sibling team never sees APAC's memory",
@@ -349,7 +349,7 @@ check("a filter on scope columns cannot widen what a principal sees (refused)", 
 print("\n== Mar 3, 10:00: the quote bot decides with the EMEA ceiling")
 decided = T0 + timedelta(days=1, hours=1)
 clock.set(decided)
-print("   quote-bot: 'EMEA may discount up to", store.get_fact(PRICING, CEILING, by=bot).value + "'")
+print(f"   quote-bot: 'EMEA may discount up to {value_of(store.get_fact(PRICING, CEILING, by=bot))}'")
 clock.set(T0 + timedelta(days=2))
 retention = store.purge(by=dpo)
 print(f"   Mar 4, retention purge: {retention.summary().splitlines()[0]}")
@@ -404,6 +404,7 @@ clock.set(T0 + timedelta(days=10))
 now_fact = store.get_fact(PRICING, CEILING, by=bot)
 then_valid = store.get_fact(PRICING, CEILING, by=bot, valid_at=decided)
 believed = store.get_fact(PRICING, CEILING, by=bot, as_of=decided)
+assert now_fact and then_valid and believed, "the bot sees the EMEA ceiling now, then and as believed then"
 print(
     f"   true now: {now_fact.value}; true on Mar 3 (as known now): {then_valid.value}; "
     f"believed when deciding: {believed.value}"
@@ -441,7 +442,7 @@ check(
 check(
     "every memory carries its provenance: writer, evidence, authority, scope",
     now_fact.source == "emea-lead"
-    and now_fact.evidence.endswith("q1-review")
+    and (now_fact.evidence or "").endswith("q1-review")
     and now_fact.authority == "human_confirmed"
     and now_fact.scope == EMEA,
 )
@@ -581,7 +582,7 @@ check(
 )
 check(
     "and everyone else's history survives: as of the decision the bot still believed 15%",
-    store.get_fact(PRICING, CEILING, by=bot, as_of=decided).value == "15% of list"
+    value_of(store.get_fact(PRICING, CEILING, by=bot, as_of=decided)) == "15% of list"
     and store.replay([("quote-0303", bot, "max discount", PRICING, decided)]).leakage_rate == 0.0,
 )
 trail = store.audit(subject=CUSTOMER, by=dpo)

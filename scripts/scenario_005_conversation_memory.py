@@ -94,7 +94,9 @@ check(
 clock.set(day1 + timedelta(days=31))
 print("Day 32: 'Can I invite 50 team members to my organization?'")
 hits = store.recall("Can I invite 50 team members to my organization?", by=app, subject=user)
-plans = [h.record.value for h in hits if getattr(h.record, "attribute", None) == "plan"]
+plans = [
+    h.record.value for h in hits if isinstance(h.record, (ml.Fact, ml.Preference)) and h.record.attribute == "plan"
+]
 check("the question sees only the current plan", plans == ["Enterprise Pro"], str(plans))
 city = store.get_fact(user, "city", by=app)
 check(
@@ -103,7 +105,7 @@ check(
 cities = [
     h.record.value
     for h in store.recall("where does the user live? city", by=app, subject=user, k=8)
-    if getattr(h.record, "attribute", None) == "city"
+    if isinstance(h.record, (ml.Fact, ml.Preference)) and h.record.attribute == "city"
 ]
 check("recall serves Austin, not Seattle", cities == ["Austin"], str(cities))
 then = store.get_fact(user, "city", by=app, as_of=day1 + timedelta(days=20))

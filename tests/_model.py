@@ -441,7 +441,7 @@ class MemoryMachine(RuleBasedStateMachine):
     def _repeat_or_new(self, data: st.DataObject, scope_name: str) -> MRecord:
         """Half the time restate or change a record already written (duplicates, supersession)."""
         written = [r for r in self.model.rows if r.status != "retracted" and r.scope == self.scopes[scope_name]]
-        if written and data.draw(st.booleans()):
+        if len(written) > 0 and data.draw(st.booleans()):  # `written and ...` would type the draw as a list
             r = data.draw(st.sampled_from(written))
             ttl = None
             if r.kind == "preference" and r.expires_at is not None and r.expires_at - r.valid_from >= timedelta(days=1):
@@ -488,12 +488,12 @@ class MemoryMachine(RuleBasedStateMachine):
             f"actions: model {[a for a, _ in planned]}, store {[r.action for r in results]}"
         )
         placeholders = {row.record_id: res.record_id for (_, row), res in zip(planned, results) if row is not None}
-        for (action, row), res in zip(planned, results):
+        for (_, row), res in zip(planned, results):
             if row is not None:
                 row.record_id = res.record_id
                 row.supersedes = placeholders.get(row.supersedes or "", row.supersedes)
+                assert res.known_since is not None and res.known_since == self.now(), (res.known_since, self.now())
                 row.known_since = res.known_since
-                assert res.known_since == self.now(), (res.known_since, self.now())
                 assert res.supersedes == row.supersedes, (res.supersedes, row.supersedes)
                 self.model.rows.append(row)
                 self.ids.append(res.record_id)
@@ -513,7 +513,10 @@ class MemoryMachine(RuleBasedStateMachine):
     def write(self, data: st.DataObject, writer: str) -> None:
         rec = self._repeat_or_new(data, data.draw(st.sampled_from(self.writes[writer])))
         planned = self.model.plan([rec], "active")
-        call = lambda: self.store.write(self._build(rec), by=self.principals[writer])
+
+        def call() -> ml.WriteResult:
+            return self.store.write(self._build(rec), by=self.principals[writer])
+
         if planned[0][0] == "forgotten":
             self._expect_error(ml.StaleGeneration, call)
             return
@@ -534,7 +537,10 @@ class MemoryMachine(RuleBasedStateMachine):
         rec = self._record(data, data.draw(st.sampled_from(self.proposes[proposer])))
         rec.valid_to = None
         planned = self.model.plan([rec], "proposed")
-        call = lambda: self.store.propose(self._build(rec), by=self.principals[proposer])
+
+        def call() -> ml.WriteResult:
+            return self.store.propose(self._build(rec), by=self.principals[proposer])
+
         if planned[0][0] == "forgotten":
             self._expect_error(ml.StaleGeneration, call)
             return
@@ -548,9 +554,12 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(data=st.data(), approver=st.sampled_from(("root-lead", "lead")))
     def approve(self, data: st.DataObject, approver: str) -> None:
         pid = data.draw(st.sampled_from(self.proposals))
-        correction = data.draw(st.sampled_from(({}, {"value": "C"}, {"valid_from": self.day(-4)})))
+        correction: dict[str, Any] = data.draw(st.sampled_from(({}, {"value": "C"}, {"valid_from": self.day(-4)})))
         by = self.principals[approver]
-        call = lambda: self.store.approve(pid, by=by, **correction)
+
+        def call() -> ml.WriteResult:
+            return self.store.approve(pid, by=by, **correction)
+
         row = self.model.find(pid)
         if row is None or row.status != "proposed":
             return self._expect_error(ml.ValidationError, call)
@@ -578,7 +587,10 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(data=st.data(), retractor=st.sampled_from(("root-lead", "alice")))
     def retract(self, data: st.DataObject, retractor: str) -> None:
         rid = data.draw(st.sampled_from(self.ids))
-        call = lambda: self.store.retract(rid, by=self.principals[retractor], reason="wrong")
+
+        def call() -> ml.WriteResult:
+            return self.store.retract(rid, by=self.principals[retractor], reason="wrong")
+
         row = self.model.find(rid)
         if row is None or row.status != "active":
             return self._expect_error(ml.ValidationError, call)
@@ -741,8 +753,8 @@ class MemoryMachine(RuleBasedStateMachine):
                     scope, [kind], known_at, valid_at, subject=subject or "user:1", filters={"attribute": attribute}
                 )
             ]
-            got = store.get_fact(subject or "user:1", attribute, by=by, kind=kind, **basis)
-            assert ([got.record_id] if got else []) == expected, (spec, got, expected)
+            got_fact = store.get_fact(subject or "user:1", attribute, by=by, kind=kind, **basis)
+            assert ([got_fact.record_id] if got_fact else []) == expected, (spec, got_fact, expected)
             return
         rows = self.model.read(scope, model_kinds, known_at, valid_at, subject=subject, filters=filters)
         if what == "recall":
@@ -751,7 +763,7 @@ class MemoryMachine(RuleBasedStateMachine):
             )
             got_ids = [h.record.record_id for h in hits]
             assert len(got_ids) == len(set(got_ids)), f"duplicate hits {got_ids}"
-            assert set(got_ids) == {r.record_id for r in rows}, self._diff(spec, set(got_ids), rows)
+            assert set(got_ids) == {r.record_id for r in rows}, self._diff(spec, {str(i) for i in got_ids}, rows)
         elif what == "context":
             text = store.context(
                 "what plan and seats",
@@ -774,11 +786,11 @@ class MemoryMachine(RuleBasedStateMachine):
             decisions = [("d0", by, "plan", subject, at)] + others
             seen = store.replay(decisions, kinds=list(model_kinds)).visible
             got = set(zip(seen.column("decision_id").to_pylist(), seen.column("record_id").to_pylist()))
-            expected = set()
+            expected_pairs: set[tuple[str, str]] = set()
             for did, p, _, s, t in decisions:
                 p_scope = next(v for k, v in self.scopes.items() if _scope(v) == p.scope)
-                expected |= {(did, r.record_id) for r in self.model.read(p_scope, model_kinds, t, t, subject=s)}
-            assert got == expected, (spec, sorted(got - expected), sorted(expected - got))
+                expected_pairs |= {(did, r.record_id) for r in self.model.read(p_scope, model_kinds, t, t, subject=s)}
+            assert got == expected_pairs, (spec, sorted(got - expected_pairs), sorted(expected_pairs - got))
 
     def _diff(self, spec: tuple, got: set[str], rows: list[MRow]) -> str:
         want = {r.record_id for r in rows}

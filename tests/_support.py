@@ -10,12 +10,30 @@ import os
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow.parquet as pq
 
 import memory_lakehouse as ml
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+_T = TypeVar("_T")
+
+
+def present(found: _T | None) -> _T:
+    """*found*, which the test expects a read to have found (``get_fact``, ``get``, a policy).
+
+    Fails with an assertion instead of an AttributeError on None, and tells the type checker so.
+    """
+    assert found is not None, "the read found nothing"
+    return found
+
+
+def fact_of(record: ml.Envelope) -> ml.Fact:
+    """*record*, which the test expects to be a fact (a recall hit, say): typed as one."""
+    assert isinstance(record, ml.Fact), record
+    return record
 
 
 def examples(n: int) -> int:

@@ -159,6 +159,7 @@ def test_bad_input_raises_a_typed_error_naming_the_field_and_writes_nothing(popu
     with pytest.raises(error) as err:
         call(populated)
     if field is not None:
+        assert isinstance(err.value, ml.ValidationError)  # only validation errors name a field
         assert err.value.field == field
         assert field in str(err.value)
     assert snapshot(populated.root) == before

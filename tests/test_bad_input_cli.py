@@ -304,11 +304,13 @@ def test_as_of_a_date_alone_is_midnight_utc(template, tmp_path, monkeypatch, cap
 def test_a_preference_ttl_of_30d_is_thirty_days(template, tmp_path, monkeypatch, capsys):
     from datetime import timedelta
 
-    from memory_lakehouse.records import from_dict
+    from memory_lakehouse.records import Preference, from_dict
 
     record = {**GOOD, "kind": "preference", "attribute": "language", "value": "en", "ttl": "30d"}
-    assert from_dict(record).ttl == timedelta(days=30)
-    assert from_dict({**record, "ttl": "12h"}).ttl == timedelta(hours=12)
+    month, half_day = from_dict(record), from_dict({**record, "ttl": "12h"})
+    assert isinstance(month, Preference) and isinstance(half_day, Preference)
+    assert month.ttl == timedelta(days=30)
+    assert half_day.ttl == timedelta(hours=12)
     root = tmp_path / "data"
     shutil.copytree(template, root)
     monkeypatch.chdir(root)

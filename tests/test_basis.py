@@ -135,6 +135,7 @@ def test_get_fact_answers_every_basis_exactly_as_the_reference_model(ops, data):
             res = store.write(fact(*SLOT, value, vf, valid_to=vt, expires_at=exp, scope=scope), by=STEWARD)
             assert res.action == expected_action
             if expected_action == "duplicate":
+                assert pred is not None  # a duplicate restates the model's head
                 assert res.record_id == pred.record_id
                 continue
             assert res.supersedes == (pred.record_id if pred else None)
@@ -143,9 +144,10 @@ def test_get_fact_answers_every_basis_exactly_as_the_reference_model(ops, data):
 
         times = sorted({r.known_since for r in model.rows} | {day(0)})
         worlds = sorted({t for r in model.rows for t in (r.valid_from, r.valid_to, r.expires_at) if t} | {day(0)})
-        near = lambda ts: st.sampled_from(ts).flatmap(
-            lambda t: st.sampled_from([t - US, t, t + US, t + timedelta(hours=12)])
-        )
+
+        def near(ts: list[datetime]) -> st.SearchStrategy[datetime]:
+            return st.sampled_from(ts).flatmap(lambda t: st.sampled_from([t - US, t, t + US, t + timedelta(hours=12)]))
+
         for _ in range(5):
             reader = data.draw(st.sampled_from(READERS), "reader")
             known_at, valid_at = data.draw(near(times), "known_at"), data.draw(near(worlds), "valid_at")
@@ -153,6 +155,7 @@ def test_get_fact_answers_every_basis_exactly_as_the_reference_model(ops, data):
             got = store.get_fact(*SLOT, by=reader, known_at=known_at, valid_at=valid_at)
             assert (got and got.record_id) == (want and want.record_id), (reader.id, known_at, valid_at)
             if got is not None:
+                assert want is not None  # the ids agreed just above
                 assert (got.value, got.scope, got.known_since) == (want.value, want.scope, want.known_since)
             as_of = data.draw(near(times + worlds), "as_of")
             want = model.head(reader.scope, as_of, as_of)

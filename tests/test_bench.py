@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 
 import pytest
+from _support import present
 
 from memory_lakehouse import bench
 
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_the_recall_bench_reports_the_peak_rss_of_serving_from_a_fresh_process(tmp_path):
+def test_the_recall_bench_reports_the_peak_rss_of_serving_from_a_fresh_process(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="memory_lakehouse")
     out = bench.run(400, quick=True, root=str(tmp_path / "store"), recall=True, embedder="hashing")
+    phases = [r.getMessage() for r in caplog.records if r.getMessage().startswith("bench: ")]
+    assert phases[0] == "bench: 2 steps" and "bench: serving from a fresh process (1 of 2 steps done)" in phases
     assert 0 < out["peak_rss_serving_mb"] <= out["peak_rss_serving_all_orgs_mb"]
     assert out["serving"]["peak_rss_mb"] == out["peak_rss_serving_mb"]
     for kind in ("recall_now", "recall_as_of_midpoint", "recall_selective_1pct"):
@@ -58,7 +63,8 @@ def test_the_tenants_workload_supersedes_a_fifth_of_its_slots_and_mixes_orgs_in_
     slots = {(f.subject, f.attribute, f.scope) for f, _, _ in records}
     superseding = len(records) - len(slots)
     assert abs(superseding / len(slots) - 0.2) < 0.05
-    assert len({f.scope.org for f, _, _ in records[:BATCH]}) == 20
+    scopes = [present(f.scope) for f, _, _ in records]  # the workload scopes every record
+    assert len({s.org for s in scopes[:BATCH]}) == 20
     assert len({by.id for _, by, _ in records[:BATCH]}) > 100
-    levels = {f.scope.depth for f, _, _ in records if f.scope.org == "org03"}
+    levels = {s.depth for s in scopes if s.org == "org03"}
     assert levels == {1, 3, 4}

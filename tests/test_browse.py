@@ -250,7 +250,7 @@ def test_audit_window_stays_inside_the_stewards_subtree(store, clock):
 def test_context_is_todays_text_with_items_carrying_provenance(store, clock):
     plan_story(store, clock)
     ctx = store.context("what plan", by=MEMBER, budget_tokens=400)
-    assert isinstance(ctx, str) and "Pro Plus" in ctx and str(ctx) == ctx.text
+    assert isinstance(ctx, ml.Context) and isinstance(ctx, str) and "Pro Plus" in ctx and str(ctx) == ctx.text
     (item,) = ctx.items
     assert item.record_id == store.get_fact("user:42", "plan", by=MEMBER).record_id
     assert (item.kind, item.source, item.valid_from) == ("fact", "test@v1", day(14))

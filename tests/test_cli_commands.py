@@ -56,7 +56,7 @@ def path(tmp_path, capsys):
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    found = {}
+    found: dict[str, argparse.ArgumentParser] = {}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from _support import ORG, STEWARD, SimClock, day, episode, fact
+from _support import ORG, STEWARD, SimClock, day, episode, fact, present
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 import memory_lakehouse as ml
@@ -160,7 +160,7 @@ def check_all_or_nothing(root: Path) -> None:
         assert counts == {"fact": 0, "episode": 0} and known == {"fact": 0, "episode": 0}
     # the store opens, serves reads and takes new writes (including both kinds again)
     new = store.write(fact("after:crash", "ok", True, day(1), scope=ORG), by=STEWARD)
-    assert store.get_fact("after:crash", "ok", by=STEWARD).record_id == new.record_id
+    assert present(store.get_fact("after:crash", "ok", by=STEWARD)).record_id == new.record_id
     res = store.write_many(
         [
             fact("after:crash", "n", 1, day(1), scope=ORG),
@@ -189,7 +189,7 @@ def test_a_torn_multi_table_transaction_is_invisible_until_its_last_part_lands(t
     for s in (store, ml.open(tmp_path / "store", clock=clock)):
         assert visible(s, "episode").num_rows == 0
         assert s.lake.known_rows("episode").num_rows == 0
-        assert s.get_fact("user:1", "plan", by=STEWARD).record_id == before.record_id
+        assert present(s.get_fact("user:1", "plan", by=STEWARD)).record_id == before.record_id
         assert [h for h in s.recall("torn batch", by=STEWARD, k=50) if h.kind == "episode"] == []
 
     write_deltalake(
@@ -200,7 +200,7 @@ def test_a_torn_multi_table_transaction_is_invisible_until_its_last_part_lands(t
     )
     for s in (store, ml.open(tmp_path / "store", clock=clock)):
         assert visible(s, "episode").num_rows == 1
-        assert s.get_fact("user:1", "plan", by=STEWARD).value == "torn-but-whole"
+        assert present(s.get_fact("user:1", "plan", by=STEWARD)).value == "torn-but-whole"
 
 
 def _rows_of_one_transaction(store: ml.MemoryStore):

@@ -4,6 +4,8 @@ import re
 import shlex
 from pathlib import Path
 
+from _support import present
+
 import memory_lakehouse as ml
 from memory_lakehouse.cli import build_parser
 
@@ -19,12 +21,13 @@ def test_readme_opens_with_the_two_setup_commands():
 def test_every_cli_command_is_documented_in_the_readme():
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
+    assert commands is not None
     for name in commands:
         assert f"memlake {name}" in README, f"`memlake {name}` is not in README.md"
 
 
 def test_the_readme_quick_start_runs(tmp_path, monkeypatch, capsys):
-    code = re.search(r"## Quick start\s+```python\n(.*?)```", README, re.S).group(1)
+    code = present(re.search(r"## Quick start\s+```python\n(.*?)```", README, re.S)).group(1)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(ml, "open", _open_with_hashing(ml.open))
     exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
@@ -42,7 +45,7 @@ def _open_with_hashing(real_open):
 
 
 def _cli_block() -> str:
-    return re.search(r"## Command line.*?```sh\n(.*?)```", README, re.S).group(1)
+    return present(re.search(r"## Command line.*?```sh\n(.*?)```", README, re.S)).group(1)
 
 
 def _as_checked_script(block: str) -> str:
@@ -92,6 +95,7 @@ def test_every_cli_command_appears_in_the_readme_with_a_working_help():
 
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
+    assert commands is not None
     for name in commands:
         try:
             main([name, "--help"])
@@ -106,7 +110,7 @@ def test_the_readme_langgraph_example_runs_and_prints_what_it_claims(tmp_path, m
     import pytest
 
     pytest.importorskip("langgraph")
-    code = re.search(r"## Integrations.*?```python\n(.*?)```", README, re.S).group(1)
+    code = present(re.search(r"## Integrations.*?```python\n(.*?)```", README, re.S)).group(1)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(ml, "open", _open_with_hashing(ml.open))
     exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
@@ -121,6 +125,7 @@ def test_the_langgraph_agent_script_passes_its_checks(tmp_path):
 
     pytest.importorskip("langgraph")
     spec = importlib.util.spec_from_file_location("langgraph_agent", ROOT / "scripts" / "langgraph_agent.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.main(["--store", str(tmp_path / "s")]) == 0

@@ -200,7 +200,7 @@ def test_count_tokens_is_the_same_whatever_the_embedder_and_needs_no_model() -> 
     assert count_tokens("") == 0
     assert count_tokens("hello world") == 2
     with pytest.raises(ValidationError):
-        count_tokens(None)  # type: ignore[arg-type]
+        count_tokens(None)  # type: ignore[arg-type]  # the wrong type is the point
 
 
 def test_vocab_file_is_the_unmodified_bert_uncased_vocabulary() -> None:
@@ -227,7 +227,7 @@ def test_missing_model_package_names_the_pip_package(monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
 def test_minilm_rejects_bad_options(bad: object) -> None:
     with pytest.raises(ValidationError):
-        MiniLMEmbedder(batch_size=bad)  # type: ignore[arg-type]
+        MiniLMEmbedder(batch_size=bad)  # type: ignore[arg-type]  # the wrong type is the point
 
 
 # -- hashing ------------------------------------------------------------------------
@@ -267,14 +267,14 @@ def test_hashing_bigrams_see_word_order() -> None:
 @pytest.mark.parametrize("bad", [0, -3, 2.0, "8", True])
 def test_hashing_rejects_bad_dim(bad: object) -> None:
     with pytest.raises(ValidationError):
-        HashingEmbedder(dim=bad)  # type: ignore[arg-type]
+        HashingEmbedder(dim=bad)  # type: ignore[arg-type]  # the wrong type is the point
 
 
 def test_embed_rejects_a_bare_string_and_non_strings() -> None:
     with pytest.raises(ValidationError):
         HashingEmbedder().embed("not a list")
     with pytest.raises(ValidationError):
-        HashingEmbedder().embed(["ok", 3])  # type: ignore[list-item]
+        HashingEmbedder().embed(["ok", 3])  # type: ignore[list-item]  # the wrong type is the point
 
 
 # -- callables ------------------------------------------------------------------------
@@ -310,7 +310,7 @@ def test_callable_embedder_validates_its_fields() -> None:
     with pytest.raises(ValidationError):
         CallableEmbedder("x", 0, lambda t: t)
     with pytest.raises(ValidationError):
-        CallableEmbedder("x", 3, "not callable")  # type: ignore[arg-type]
+        CallableEmbedder("x", 3, "not callable")  # type: ignore[arg-type]  # the wrong type is the point
 
 
 # -- memory ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from _support import CURATOR, MEMBER, STEWARD, HandMovedMonotonic, SimClock, day, episode, fact
+from _support import CURATOR, MEMBER, STEWARD, HandMovedMonotonic, SimClock, day, episode, fact, present
 
 import memory_lakehouse as ml
 from memory_lakehouse.lake import Lake
@@ -38,7 +38,7 @@ def test_a_public_read_asks_each_table_it_reads_once(tmp_path, monkeypatch):
     store.write(ml.Preference("user:1", "tone", "terse", day(0), source="test@v1"), by=CURATOR)
     asked = count_probes(monkeypatch)
 
-    assert store.get_fact("user:1", "plan", by=MEMBER).value == "pro"
+    assert present(store.get_fact("user:1", "plan", by=MEMBER)).value == "pro"
     assert asked == Counter({"fact": 1})  # not every table, and not twice (basis, then the query)
 
     asked.clear()
@@ -60,7 +60,7 @@ def test_by_default_another_writers_commit_is_visible_to_the_next_read(tmp_path)
     writer = ml.open(tmp_path / "store", clock=clock)
     assert reader.get_fact("user:1", "plan", by=MEMBER) is None
     writer.write(fact("user:1", "plan", "pro", day(0)), by=CURATOR)
-    assert reader.get_fact("user:1", "plan", by=MEMBER).value == "pro"
+    assert present(reader.get_fact("user:1", "plan", by=MEMBER)).value == "pro"
     writer.forget("user:1", by=STEWARD, reason="erasure request")
     assert reader.get_fact("user:1", "plan", by=MEMBER) is None  # the ledger is asked on every read too
 
@@ -71,20 +71,20 @@ def test_with_a_refresh_interval_another_writers_commit_shows_once_the_interval_
     writer.write(fact("user:1", "plan", "starter", day(0)), by=CURATOR)
     reader = ml.open(tmp_path / "store", clock=clock, refresh=timedelta(seconds=30))
     ticks = HandMovedMonotonic(reader)
-    assert reader.get_fact("user:1", "plan", by=MEMBER).value == "starter"
+    assert present(reader.get_fact("user:1", "plan", by=MEMBER)).value == "starter"
 
     clock.advance(hours=1)
     writer.write(fact("user:1", "plan", "pro", day(1)), by=CURATOR)
     asked = count_probes(monkeypatch)
     ticks.advance(29)
-    assert reader.get_fact("user:1", "plan", by=MEMBER).value == "starter"  # within the interval: stale
+    assert present(reader.get_fact("user:1", "plan", by=MEMBER)).value == "starter"  # within the interval: stale
     assert asked == Counter()  # and nothing was asked
 
     ticks.advance(2)
-    assert reader.get_fact("user:1", "plan", by=MEMBER).value == "pro"  # the interval has passed
+    assert present(reader.get_fact("user:1", "plan", by=MEMBER)).value == "pro"  # the interval has passed
     assert asked == Counter({"fact": 1})
     asked.clear()
-    assert reader.get_fact("user:1", "plan", by=MEMBER).value == "pro"
+    assert present(reader.get_fact("user:1", "plan", by=MEMBER)).value == "pro"
     assert asked == Counter()
 
 
@@ -94,7 +94,7 @@ def test_with_a_refresh_interval_a_store_still_reads_its_own_writes_at_once(tmp_
     HandMovedMonotonic(store)  # never moves: every read is within the interval
     assert store.get_fact("user:1", "plan", by=MEMBER) is None
     store.write(fact("user:1", "plan", "pro", day(0)), by=CURATOR)
-    assert store.get_fact("user:1", "plan", by=MEMBER).value == "pro"
+    assert present(store.get_fact("user:1", "plan", by=MEMBER)).value == "pro"
     store.write(episode("checkout", "slow page", "fixed", day(0)), by=CURATOR)
     assert [e.symptom for e in store.episodes(service="checkout", env="prod", by=MEMBER)] == ["slow page"]
     store.forget("user:1", by=STEWARD, reason="erasure request")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support import present
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -264,9 +265,9 @@ def test_partitions_load_lazily_per_org(tmp_path):
     fresh = PartitionedIndex(tmp_path, MODEL, DIM)
     assert fresh.orgs() == ["acme", "globex"]
     assert fresh.partition("initech") is None and fresh.tag("initech") is None
-    assert fresh.tag("globex").versions == {"facts": 2}
+    assert present(fresh.tag("globex")).versions == {"facts": 2}
     q = unit(1, seed=3)[0]
-    assert fresh.partition("acme").search(q, 5) == a.search(q, 5)
+    assert present(fresh.partition("acme")).search(q, 5) == a.search(q, 5)
 
 
 def test_put_keeps_one_generation_and_refuses_to_go_back(tmp_path):
@@ -279,7 +280,7 @@ def test_put_keeps_one_generation_and_refuses_to_go_back(tmp_path):
     stale, _, _ = built(30)
     with pytest.raises(ConflictError):
         index.put("acme", stale, IndexTag(MODEL, DIM, {"facts": 3}, 30))
-    assert PartitionedIndex(tmp_path, MODEL, DIM).tag("acme").count == 31
+    assert present(PartitionedIndex(tmp_path, MODEL, DIM).tag("acme")).count == 31
 
 
 def test_replace_leaves_no_file_of_the_old_partition(tmp_path):
@@ -323,7 +324,7 @@ def test_replace_wins_over_newer_versions(tmp_path):
     part, _, _ = built(10)
     index.put("acme", part, IndexTag(MODEL, DIM, {"facts": 50}, 10))
     index.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 3}, 10))
-    assert PartitionedIndex(tmp_path, MODEL, DIM).tag("acme").versions == {"facts": 3}
+    assert present(PartitionedIndex(tmp_path, MODEL, DIM).tag("acme")).versions == {"facts": 3}
 
 
 def test_drop_deletes_the_partition(tmp_path):
@@ -422,7 +423,7 @@ def test_a_rebuilt_or_loaded_partition_reads_its_vectors_from_its_file(tmp_path)
     idx.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 600))
     assert not part._vectors.flags.writeable  # a read-only map of vectors.npy, not a copy in memory
     assert [(part.search(q, 8, plan="exact"), part.search(q, 8, allowed=allowed)) for q in queries] == before
-    loaded = PartitionedIndex(tmp_path, MODEL, DIM).partition("acme")
+    loaded = present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme"))
     assert not loaded._vectors.flags.writeable
     assert [(loaded.search(q, 8, plan="exact"), loaded.search(q, 8, allowed=allowed)) for q in queries] == before
     assert np.array_equal(loaded.vectors_of(rids[:50]), part.vectors_of(rids[:50]))
@@ -459,7 +460,7 @@ def test_partitions_stay_in_memory_where_files_cannot_be_mapped(tmp_path, monkey
     part, _, _ = built(100, seed=30)
     idx = PartitionedIndex(tmp_path, MODEL, DIM)
     idx.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 100))
-    loaded = PartitionedIndex(tmp_path, MODEL, DIM).partition("acme")
+    loaded = present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme"))
     assert part._vectors.flags.writeable and loaded._vectors.flags.writeable
     q = unit(1, seed=31)[0]
     assert loaded.search(q, 8, plan="exact") == part.search(q, 8, plan="exact")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 from _forgetting import KINDS, SUBJECT, canary, files_holding, leaks, open_store, other_reads, write_mixed_world
-from _support import CURATOR, MEMBER, STEWARD, SimClock, age_files, day, fact
+from _support import CURATOR, MEMBER, STEWARD, SimClock, age_files, day, fact, present
 from _writers import child_writes
 from deltalake import DeltaTable
 from test_time_travel import TABLES, answers, commit_log, tell_story
@@ -194,7 +194,7 @@ def test_maintenance_beside_a_writer_process_loses_no_write(tmp_path):
         assert set(child_ids) <= ids
         assert {f"parent:{n}" for n in range(rounds)} <= set(known.column("subject").to_pylist())
         assert known.column("known_since").null_count == 0
-        assert s.get_fact("child:39", "plan", by=CURATOR).value == "child plan 39"
+        assert present(s.get_fact("child:39", "plan", by=CURATOR)).value == "child plan 39"
     assert store.maintenance.status().tables["fact"].files < writes
 
 
@@ -248,6 +248,6 @@ def test_memlake_maintenance_reports_compacts_and_vacuums(tmp_path, capsys):
     assert cli(["maintenance", "vacuum", "--store", root, "--retain-hours", "-1"]) == 2
     assert "ValidationError" in capsys.readouterr().err
     reopened = ml.open(root, clock=clock)
-    assert reopened.get_fact("user:42", "plan", by=MEMBER).value == "plan-0"
+    assert present(reopened.get_fact("user:42", "plan", by=MEMBER)).value == "plan-0"
     assert pc.sum(pc.is_null(reopened.lake.known_rows("fact").column("known_since"))).as_py() == 0
     assert set(SPECS) <= set(status["tables"])

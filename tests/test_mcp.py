@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -52,8 +53,8 @@ def payload(result):
     return json.loads(text(result))
 
 
-async def _agent_session(path: str) -> dict:
-    out = {}
+async def _agent_session(path: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     async with Client(server(path, "--as", "bot", "--scope", "acme/support/bot", "--role", "agent")) as client:
         out["tools"] = sorted(t.name for t in (await client.list_tools()).tools)
         out["fact"] = payload(await client.call_tool("get_fact", {"subject": "user:42", "attribute": "plan"}))
@@ -82,8 +83,8 @@ async def _agent_session(path: str) -> dict:
     return out
 
 
-async def _curator_session(path: str, proposal: str) -> dict:
-    out = {}
+async def _curator_session(path: str, proposal: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     async with Client(server(path, "--as", "lead", "--scope", "acme/support", "--role", "curator")) as client:
         out["approve"] = payload(await client.call_tool("approve", {"record_id": proposal}))
         out["seats"] = payload(await client.call_tool("get_fact", {"subject": "user:42", "attribute": "seats"}))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from _support import MEMBER, SimClock
+from _support import MEMBER, SimClock, present
 
 import memory_lakehouse as ml
 from agent_loop import ModelExtractor
@@ -45,7 +45,9 @@ def test_the_model_extractor_never_shows_secrets_traces_or_greetings_to_the_mode
     assert model.shown == ["We ride bikes to work every day", "the sky looked odd today"]
     kinds = sorted((r.kind, r.action) for r in result.results)
     assert kinds == [("fact", "inserted"), ("memory", "inserted")]
-    assert store.get_fact("user:42", "city", by=MEMBER).value == "Austin"  # the rules' attribute, so it can supersede
+    # the rules' attribute, so it can supersede
+    assert present(store.get_fact("user:42", "city", by=MEMBER)).value == "Austin"
     memory = store.recall("bikes", by=MEMBER, subject="user:42", kinds=["memory"])[0].record
+    assert isinstance(memory, ml.Memory)
     assert memory.text == "The user bikes to work daily." and memory.authority == "model_guess"
     assert memory.derived_from == (job.turns[3].record_id,)

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 import pytest
 from _forgetting import KINDS, SUBJECT, canary, leaks, other_reads, write_mixed_world
 from _seaweed import S3Server
-from _support import CURATOR, MEMBER, STEWARD, HandMovedMonotonic, SimClock, day, fact
+from _support import CURATOR, MEMBER, STEWARD, HandMovedMonotonic, SimClock, day, fact, fact_of, present
 
 import memory_lakehouse as ml
 from memory_lakehouse.query import tables_for
@@ -101,18 +101,20 @@ def test_a_store_on_s3_writes_recalls_travels_in_time_and_audits(s3):
 
     assert (first.action, second.action) == ("inserted", "superseded")
     assert [r.action for r in batch] == ["inserted"] * 5
-    assert store.get_fact("user:42", "plan", by=MEMBER).value == "pro"
-    assert store.get_fact("user:3", "plan", by=MEMBER).value == "team plan 3"
+    assert present(store.get_fact("user:42", "plan", by=MEMBER)).value == "pro"
+    assert present(store.get_fact("user:3", "plan", by=MEMBER)).value == "team plan 3"
     # as-of reads: system time is the store clock's reading in each commit's metadata
-    assert store.get_fact("user:42", "plan", by=MEMBER, as_of=day(1)).value == "starter"
-    assert store.get_fact("user:42", "plan", by=MEMBER, known_at=day(1), valid_at=day(5)).value == "starter"
+    assert present(store.get_fact("user:42", "plan", by=MEMBER, as_of=day(1))).value == "starter"
+    assert present(store.get_fact("user:42", "plan", by=MEMBER, known_at=day(1), valid_at=day(5))).value == "starter"
     assert store.get_fact("user:42", "plan", by=MEMBER, as_of=day(-1)) is None
-    assert store.get_fact("user:42", "plan", by=MEMBER).known_since == day(2)
+    assert present(store.get_fact("user:42", "plan", by=MEMBER)).known_since == day(2)
     assert store.get_fact("user:3", "plan", by=MEMBER, as_of=day(2, 23)) is None
 
     hits = store.recall("what plan is user 42 on", by=MEMBER, subject="user:42")
-    assert [h.record.value for h in hits] == ["pro"]
-    assert {h.record.subject for h in store.recall("team plan", by=MEMBER, k=10)} >= {f"user:{n}" for n in range(5)}
+    assert [fact_of(h.record).value for h in hits] == ["pro"]
+    assert {h.record.subject_name for h in store.recall("team plan", by=MEMBER, k=10)} >= {
+        f"user:{n}" for n in range(5)
+    }
 
     events = store.audit(subject="user:42", by=STEWARD)
     assert [(e.operation, e.actor, e.reason) for e in events] == [
@@ -134,8 +136,8 @@ def test_a_store_on_s3_writes_recalls_travels_in_time_and_audits(s3):
             assert travelled == as_of, version
 
     reopened = open_s3(s3, uri, clock=clock)  # nothing local: a fresh handle reads it all back from S3
-    assert reopened.get_fact("user:42", "plan", by=MEMBER, as_of=day(1)).value == "starter"
-    assert reopened.get_fact("user:42", "plan", by=MEMBER).value == "pro"
+    assert present(reopened.get_fact("user:42", "plan", by=MEMBER, as_of=day(1))).value == "starter"
+    assert present(reopened.get_fact("user:42", "plan", by=MEMBER)).value == "pro"
 
 
 CHILD = r"""
@@ -159,9 +161,9 @@ def test_a_second_handle_and_a_second_process_share_the_store(s3):
     store = open_s3(s3, uri)
     other = open_s3(s3, uri)
     store.write(fact("user:1", "plan", "starter", day(0)), by=CURATOR)
-    assert other.get_fact("user:1", "plan", by=MEMBER).value == "starter"  # no local fast path to miss it
+    assert present(other.get_fact("user:1", "plan", by=MEMBER)).value == "starter"  # no local fast path to miss it
     other.write(fact("user:1", "plan", "pro", day(1)), by=CURATOR)
-    assert store.get_fact("user:1", "plan", by=MEMBER).value == "pro"
+    assert present(store.get_fact("user:1", "plan", by=MEMBER)).value == "pro"
 
     writes = 10
     env = {
@@ -176,6 +178,7 @@ def test_a_second_handle_and_a_second_process_share_the_store(s3):
         env=env,
         text=True,
     )
+    assert child.stdout is not None and child.stderr is not None  # both are PIPEs
     try:
         assert child.stdout.readline().strip() == "ready", child.stderr.read()[-3000:]
         for n in range(writes):  # both processes append to the fact table at the same time
@@ -189,7 +192,7 @@ def test_a_second_handle_and_a_second_process_share_the_store(s3):
     assert json.loads(out.strip().splitlines()[-1]) == {"seen": "pro", "written": writes}
 
     for handle in (store, other, open_s3(s3, uri)):
-        assert handle.get_fact("child:3", "plan", by=MEMBER).value == "child plan 3"  # a read refreshes
+        assert present(handle.get_fact("child:3", "plan", by=MEMBER)).value == "child plan 3"  # a read refreshes
         subjects = set(handle.lake.known_rows("fact").column("subject").to_pylist())
         assert subjects == {"user:1"} | {f"child:{n}" for n in range(writes)} | {f"parent:{n}" for n in range(writes)}
     # one commit per write, none lost to a concurrent writer (conditional put on every commit)
@@ -202,7 +205,7 @@ def test_a_read_on_s3_asks_each_table_it_reads_once_and_never_lists_a_log(s3):
     uri = s3.uri("probes")
     store = open_s3(s3, uri, clock=clock)
     store.write(fact("user:1", "plan", "pro", day(0)), by=CURATOR)
-    assert store.get_fact("user:1", "plan", by=MEMBER).value == "pro"
+    assert present(store.get_fact("user:1", "plan", by=MEMBER)).value == "pro"
     assert store.recall("plan", by=MEMBER)  # warm: the index partition exists
 
     def requests_of(read) -> Counter[str]:
@@ -220,7 +223,7 @@ def test_a_read_on_s3_asks_each_table_it_reads_once_and_never_lists_a_log(s3):
     clock.advance(hours=1)
     other.write(fact("user:1", "plan", "enterprise", day(1)), by=CURATOR)
     seen = []
-    changed = requests_of(lambda: seen.append(store.get_fact("user:1", "plan", by=MEMBER).value))
+    changed = requests_of(lambda: seen.append(present(store.get_fact("user:1", "plan", by=MEMBER)).value))
     assert seen == ["enterprise"] and changed["LIST"] == 0
 
     # bounded staleness: within the interval a read asks nothing; after it, one request per table again
@@ -228,9 +231,9 @@ def test_a_read_on_s3_asks_each_table_it_reads_once_and_never_lists_a_log(s3):
     ticks = HandMovedMonotonic(stale)
     clock.advance(hours=1)
     other.write(fact("user:1", "plan", "starter", clock.now), by=CURATOR)
-    assert requests_of(lambda: seen.append(stale.get_fact("user:1", "plan", by=MEMBER).value)) == Counter()
+    assert requests_of(lambda: seen.append(present(stale.get_fact("user:1", "plan", by=MEMBER)).value)) == Counter()
     ticks.advance(61)
-    assert requests_of(lambda: seen.append(stale.get_fact("user:1", "plan", by=MEMBER).value))["LIST"] == 0
+    assert requests_of(lambda: seen.append(present(stale.get_fact("user:1", "plan", by=MEMBER)).value))["LIST"] == 0
     assert seen[-2:] == ["enterprise", "starter"]
 
 

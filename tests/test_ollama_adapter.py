@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ class StubOllama(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         StubOllama.seen.append({"path": self.path, **body})
+        payload: dict[str, Any]
         if body.get("model") != "tiny":
             payload, status = {"error": f"model '{body.get('model')}' not found"}, 404
         else:

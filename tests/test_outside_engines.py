@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from _support import CURATOR, MEMBER, SIBLING, STEWARD, TIER2, SimClock, day, fact
+from _support import CURATOR, MEMBER, SIBLING, STEWARD, TIER2, SimClock, day, fact, present
 from test_time_travel import tell_story
 
 import memory_lakehouse as ml
@@ -28,7 +28,7 @@ READERS = (MEMBER, CURATOR, SIBLING, STEWARD)  # actor, team, another team's act
 
 def sql_of_the_doc() -> str:
     text = DOC.read_text(encoding="utf-8")
-    return re.search(r"<!-- visibility-sql -->\s*```sql\n(.*?)```", text, re.S).group(1)
+    return present(re.search(r"<!-- visibility-sql -->\s*```sql\n(.*?)```", text, re.S)).group(1)
 
 
 class Outside:

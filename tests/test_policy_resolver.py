@@ -28,11 +28,14 @@ def t(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> dateti
     return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
+NEW_YEAR = t(2026, 1, 1)  # the default start of a test policy
+
+
 def pol(
     policy_id,
     conditions,
     *,
-    start=t(2026, 1, 1),
+    start=NEW_YEAR,
     end=None,
     priority=0,
     scope=ORG,
@@ -232,7 +235,7 @@ def test_the_decision_names_version_fields_range_rule_and_losers():
     )
     ca = pol("returns-ca", {"market": "CA"})
     dec = resolve([US_14, electronics, ca], ORDER, PLACED, known_at=t(2026, 9, 3))
-    assert isinstance(dec, Decision)
+    assert isinstance(dec, Decision) and dec.policy is not None
     assert dec.policy.record_id == "pol_e2"
     assert dec.matched == {"product_class": "electronics"}
     assert dec.effective == (t(2026, 3, 1), t(2027, 1, 1))
@@ -343,6 +346,7 @@ def policy_sets(draw):
 
 
 def _key(p: Policy) -> tuple[int, int, int]:
+    assert p.scope is not None  # the strategy gives every policy a scope
     return p.priority, len(p.conditions), p.scope.depth
 
 

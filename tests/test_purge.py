@@ -47,6 +47,7 @@ from _support import (
     fact,
     files_under,
     parquet_strings,
+    present,
     snapshot,
 )
 from deltalake import DeltaTable
@@ -112,7 +113,7 @@ def test_purge_leaves_no_byte_of_the_subject_under_the_store_or_in_the_ledger(wo
     # the store still works, here and in a fresh handle
     assert store.get_fact(OTHER, "region", by=MEMBER).value == "eu-west"
     again = open_store(tmp / "store", clock=clock, ledger=tmp / "ledger")
-    assert again.get_fact(OTHER, "region", by=MEMBER).value == "eu-west"
+    assert present(again.get_fact(OTHER, "region", by=MEMBER)).value == "eu-west"
     assert leaks(again, subject=SUBJECT, needles=[can], times=TIMES) == []
 
 
@@ -187,7 +188,7 @@ def test_a_backup_opened_with_purge_on_open_is_erased_before_it_serves(world):
 
     assert files_holding([tmp / "backup"], [can]) == {}
     assert not set(ids.values()) & index_ids(tmp / "backup")
-    assert restored.get_fact(OTHER, "region", by=MEMBER).value == "eu-west"
+    assert present(restored.get_fact(OTHER, "region", by=MEMBER)).value == "eu-west"
     before = snapshot(tmp / "backup")  # nothing left to apply: a second open touches nothing
     ml.open(
         tmp / "backup",
@@ -604,7 +605,7 @@ def test_a_purge_killed_at_any_point_is_finished_by_the_next_purge(tmp_path):
         assert files_holding([work / "store", work / "ledger"], [can]) == {}, delay
         assert not set(store.ledger.forgotten().record_ids) & index_ids(work / "store"), delay
         assert "purge" in [e.operation for e in store.audit(subject=SUBJECT, by=STEWARD)], delay
-        assert store.get_fact("user:3-7", "note", by=MEMBER).value == "filler 3 7 alpha bravo"
+        assert present(store.get_fact("user:3-7", "note", by=MEMBER)).value == "filler 3 7 alpha bravo"
     assert any(code == -signal.SIGKILL for _, code in outcomes), outcomes
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact
+from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact, fact_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -65,7 +65,7 @@ def test_an_episode_lifts_a_turn_whose_neighbours_share_the_question_topic():
     s = {"kiln-1": 0.60, "kiln-2": 0.58, "kiln-3": 0.57, "lone": 0.61, "other-1": 0.40, "other-2": 0.39}
     episode = {"kiln-1": "s1", "kiln-2": "s1", "kiln-3": "s1", "lone": "s2", "other-1": "s2", "other-2": "s2"}
     out = with_context(s, episode, weight=2.0, top=3)
-    assert max(out, key=out.get) == "kiln-1"  # "lone" scored higher alone, but its session is off topic
+    assert max(out, key=out.__getitem__) == "kiln-1"  # "lone" scored higher alone, but its session is off topic
 
 
 # ----------------------------------------------------------------------- in recall
@@ -83,7 +83,7 @@ def chat_store(tmp_path):
         fact(f"customer:c{i}", "note", f"customer {i} asked about glaze colours", day(7), scope=SUPPORT)
         for i in range(6)
     ]
-    store.write_many(pottery + running + sync, by=STEWARD)
+    store.write_many([*pottery, *running, *sync], by=STEWARD)
     return store
 
 
@@ -134,9 +134,9 @@ def test_the_store_ranking_is_set_on_open_and_a_recall_may_pass_its_own(tmp_path
     vector = store.recall("gold plan", by=MEMBER, k=3, signals=("vector",))  # signals= overrides the ranking's
     assert all("bm25 #" not in "; ".join(h.why) for h in vector)
     with pytest.raises(ml.ValidationError):
-        store.recall("gold plan", by=MEMBER, ranking={"fusion": "rrf"})  # type: ignore[arg-type]
+        store.recall("gold plan", by=MEMBER, ranking={"fusion": "rrf"})  # type: ignore[arg-type]  # the wrong type is the point
     with pytest.raises(ml.ValidationError):
-        ml.open(tmp_path / "t", embedder=EMBEDDER, ranking="bm25")  # type: ignore[arg-type]
+        ml.open(tmp_path / "t", embedder=EMBEDDER, ranking="bm25")  # type: ignore[arg-type]  # the wrong type is the point
 
 
 @pytest.mark.parametrize(
@@ -154,7 +154,7 @@ def test_no_ranking_brings_back_a_superseded_value(tmp_path, ranking):
     store.write(fact("customer:c1", "plan", "plan gold with 50 seats", day(1), scope=SUPPORT), by=STEWARD)
     store.write(fact("customer:c1", "plan", "plan silver with 10 seats", day(2), scope=SUPPORT), by=STEWARD)
     hits = store.recall("gold plan 50 seats", by=MEMBER, k=5, ranking=ranking)
-    assert [h.record.value for h in hits] == ["plan silver with 10 seats"]
+    assert [fact_of(h.record).value for h in hits] == ["plan silver with 10 seats"]
 
 
 # ----------------------------------------------------------------------- a long index build says so
@@ -187,7 +187,7 @@ def test_a_background_index_is_built_after_writes_and_recall_finds_every_row(tmp
     assert part is not None and len(part) == 300  # built and saved before any recall
     store.write(fact("customer:late", "plan", "plan late", day(2), scope=SUPPORT), by=STEWARD)
     hits = store.recall("plan late", by=MEMBER, k=3)  # read-your-writes, whether or not the thread got there
-    assert hits[0].record.subject == "customer:late"
+    assert hits[0].record.subject_name == "customer:late"
     store.close()
     with pytest.raises(ml.ValidationError):
         ml.open(tmp_path / "t", embedder=EMBEDDER, index="eager")

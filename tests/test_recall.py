@@ -172,7 +172,7 @@ def test_a_stale_partition_catches_up_with_another_process_s_write(tmp_path, clo
     assert child.exitcode == 0
 
     hits = store.recall("zebras", by=MEMBER, k=3)
-    assert hits[0].record.subject == "customer:other-process"
+    assert hits[0].record.subject_name == "customer:other-process"
     assert store.retriever.index.tag("acme") == before  # caught up in memory, no rebuild
 
 
@@ -196,10 +196,10 @@ def test_close_saves_caught_up_rows_so_the_next_open_embeds_only_the_query(tmp_p
         store.recall("zebras", by=MEMBER)  # builds the partition and saves it
         clock.advance(hours=1)
         store.write(fact("customer:late", "plan", "zebras welcome", day(2), scope=TIER2), by=STEWARD)
-        assert store.recall("zebras", by=MEMBER, k=1)[0].record.subject == "customer:late"  # caught up, unsaved
+        assert store.recall("zebras", by=MEMBER, k=1)[0].record.subject_name == "customer:late"  # caught up, unsaved
     counting = CountingEmbedder()
     again = ml.open(root, clock=clock, embedder=counting)
-    assert again.recall("zebras", by=MEMBER, k=1)[0].record.subject == "customer:late"
+    assert again.recall("zebras", by=MEMBER, k=1)[0].record.subject_name == "customer:late"
     assert counting.texts == 1  # the query; no row embedded again
 
 

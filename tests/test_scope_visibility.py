@@ -349,7 +349,7 @@ def test_a_scope_pickled_to_another_process_keys_dicts_there():
     import sys
 
     scope = ml.Scope("acme", "support", "tier2")
-    {scope: 1}  # caches the hash here
+    hash(scope)  # caches the hash here (a dict key would too)
     code = (
         "import pickle, sys; import memory_lakehouse as ml; s = pickle.loads(sys.stdin.buffer.read()); "
         "print({ml.Scope('acme', 'support', 'tier2'): 1}.get(s))"

@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..conversation import Memory, Turn
 from ..records import Envelope, Fact, Preference
@@ -222,7 +222,7 @@ class RuleExtractor:
 def to_record(verdict: Verdict, turn: Turn, subject: str, extractor: str) -> Envelope:
     """The record a kept verdict becomes: derived from its turn, valid from when it was said."""
     assert turn.record_id is not None
-    common = dict(
+    common: dict[str, Any] = dict(
         source=f"extractor:{extractor}",
         derived_from=(turn.record_id,),
         evidence=f"{turn.session_id}#{turn.position}",
@@ -231,6 +231,6 @@ def to_record(verdict: Verdict, turn: Turn, subject: str, extractor: str) -> Env
     )
     if verdict.attribute and verdict.value:
         if verdict.rule == "preference":
-            return Preference(subject, verdict.attribute, verdict.value, turn.said_at, **common)  # type: ignore[arg-type]
-        return Fact(subject, verdict.attribute, verdict.value, turn.said_at, **common)  # type: ignore[arg-type]
-    return Memory(subject, verdict.text or "", turn.said_at, **common)  # type: ignore[arg-type]
+            return Preference(subject, verdict.attribute, verdict.value, turn.said_at, **common)
+        return Fact(subject, verdict.attribute, verdict.value, turn.said_at, **common)
+    return Memory(subject, verdict.text or "", turn.said_at, **common)

@@ -111,7 +111,7 @@ def _turns(session_id: str, messages: Sequence[Any], *, start: int, now: datetim
     turns: list[Turn] = []
     for i, m in enumerate(messages):
         if isinstance(m, Turn):
-            turns.append(m if subject is None or m.subject else m.replace(subject=subject))  # type: ignore[arg-type]
+            turns.append(m if subject is None or m.subject else m.replace(subject=subject))
             continue
         if not isinstance(m, Mapping):
             raise ValidationError(f"message {i}: a Turn or a mapping with role and text", field="messages")

@@ -148,10 +148,11 @@ class LakehouseStore(BaseStore):
         namespace = self.namespace_of(record.subject_name)
         key = decode_label(record.attribute)
         when = record.known_since
+        assert when is not None  # read back from the store, which fills known_since
         value = dict(record.value or {})
         if search:
-            return SearchItem(namespace, key, value, when, when, score)  # type: ignore[arg-type]
-        return Item(value=value, key=key, namespace=namespace, created_at=when, updated_at=when)  # type: ignore[arg-type]
+            return SearchItem(namespace, key, value, when, when, score)
+        return Item(value=value, key=key, namespace=namespace, created_at=when, updated_at=when)
 
     def _search_item(self, record: Envelope, score: float | None = None) -> SearchItem:
         item = self._item(record, score, search=True)
@@ -263,7 +264,7 @@ class LakehouseStore(BaseStore):
         """`BaseStore.get`, plus ``as_of=``: the item as the store knew it then."""
         if as_of is None:
             return super().get(namespace, key, refresh_ttl=refresh_ttl)
-        return self._run([GetOp(namespace, str(key))], as_of)[0]  # type: ignore[return-value]
+        return self._run([GetOp(namespace, str(key))], as_of)[0]  # type: ignore[return-value]  # a GetOp's result is an Item or None
 
     def search(
         self,
@@ -279,7 +280,7 @@ class LakehouseStore(BaseStore):
     ) -> list[SearchItem]:
         """`BaseStore.search`, plus ``as_of=``: recall as the store knew it then."""
         op = SearchOp(namespace_prefix, filter, limit, offset, query)
-        return self._run([op], as_of)[0]  # type: ignore[return-value]
+        return self._run([op], as_of)[0]  # type: ignore[return-value]  # a SearchOp's result is a list of SearchItem
 
 
 def _value(record: Envelope) -> dict[str, Any]:
