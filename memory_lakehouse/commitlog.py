@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from .objectstore import read_table_rows
 from .records import TS
 
 if TYPE_CHECKING:
@@ -111,8 +112,7 @@ class CommitRecord:
             except Exception:  # a stale handle after a rewrite elsewhere: reopen
                 dt = self._dt = DeltaTable(self.uri, storage_options=self.storage_options)
             if self._rows is None or dt.version() != self._version:
-                raw = dt.to_pyarrow_dataset().to_table(use_threads=False).select(COMMITS_SCHEMA.names)
-                raw = raw.cast(COMMITS_SCHEMA)
+                raw = read_table_rows(dt, self.uri, self.storage_options, COMMITS_SCHEMA)
                 self._rows = _unique(raw.sort_by([("table", "ascending"), ("version", "ascending")]))
                 self._version = dt.version()
             return self._rows

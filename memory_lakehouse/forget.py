@@ -36,6 +36,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from .errors import ValidationError
 from .lake import storage_errors
+from .objectstore import Freshness, RemoteFiles, commit_file, read_table_rows
 from .progress import Progress
 from .query import Forgotten, Visibility
 from .records import TS
@@ -62,6 +63,9 @@ LEDGER_SCHEMA = pa.schema(
         pa.field("txn_ids", pa.list_(pa.string())),  # commits that wrote the hidden rows (audit after purge)
     ]
 )
+
+#: The ledger's name in `objectstore.Freshness` (beside the tables' kinds).
+LEDGER_KEY = "_ledger"
 
 LEDGER_CONFIG = {
     "delta.dataSkippingStatsColumns": "at,generation",
@@ -95,9 +99,14 @@ class Tombstone:
 class Ledger:
     """The append-only deletion ledger (a Delta table)."""
 
-    def __init__(self, uri: str, *, storage_options: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, uri: str, *, storage_options: dict[str, str] | None = None, freshness: Freshness | None = None
+    ) -> None:
         self.uri = uri
         self.storage_options = storage_options or None
+        #: when a read asks the ledger's log for news (the store's, shared with its tables)
+        self.freshness = freshness
+        self._remote = None if "://" not in uri or uri.startswith("file://") else RemoteFiles(uri, storage_options)
         self._lock = threading.RLock()
         try:
             with storage_errors(f"open the deletion ledger at {uri}"):
@@ -116,20 +125,34 @@ class Ledger:
         self.refresh()
 
     def refresh(self) -> bool:
+        """Take in new entries; True when there were any. Inside a public read, asked at most once."""
         with self._lock:
-            if self._version >= 0 and "://" not in self.uri:
-                # local ledger: one stat() tells whether anything was appended
-                if not (Path(self.uri) / "_delta_log" / f"{self._version + 1:020d}.json").exists():
-                    return False
-            try:
-                self._dt.update_incremental()
-            except Exception:
-                self._dt = DeltaTable(self.uri, storage_options=self.storage_options)
-            if self._dt.version() == self._version:
+            if self.freshness is not None and not self.freshness.wants_probe(LEDGER_KEY):
                 return False
-            self._entries = self._dt.to_pyarrow_dataset().to_table(use_threads=False).sort_by("at").to_pylist()
-            self._version = self._dt.version()
-            return True
+            try:
+                return self._refresh()
+            finally:
+                if self.freshness is not None:
+                    self.freshness.probed(LEDGER_KEY)
+
+    def _refresh(self) -> bool:
+        if self._version >= 0:
+            # one stat() (local) or one request (object store) tells whether anything was appended
+            if self._remote is not None:
+                if self._remote.read_if_exists(commit_file(self._version + 1)) is None:
+                    return False
+            elif not (Path(self.uri) / "_delta_log" / f"{self._version + 1:020d}.json").exists():
+                return False
+        try:
+            self._dt.update_incremental()
+        except Exception:
+            self._dt = DeltaTable(self.uri, storage_options=self.storage_options)
+        if self._dt.version() == self._version:
+            return False
+        rows = read_table_rows(self._dt, self.uri, self.storage_options, LEDGER_SCHEMA)
+        self._entries = rows.sort_by("at").to_pylist()
+        self._version = self._dt.version()
+        return True
 
     @property
     def version(self) -> int:

@@ -21,17 +21,19 @@ new commits are read file by file; a rewrite (purge, optimize) triggers a full r
 The root may be a local path or an object-store URI (``s3://bucket/prefix`` with
 delta-rs storage options). What differs on an object store:
 
-* no local fast paths: every refresh asks delta-rs for the table's latest version (a
-  LIST of ``_delta_log``), and new files are read through delta-rs's filesystem, one
-  file at a time (pyarrow worker threads that call back into that Python filesystem
-  can outlive a threaded scan and abort the interpreter at exit);
+* a refresh finds a table's next commit with one request (opening
+  ``_delta_log/<version + 1>.json``; no LIST) and reads the new commit and data files
+  whole through delta-rs's storage handler, called directly (`objectstore.RemoteFiles`:
+  no pyarrow filesystem, whose worker threads calling back into Python could outlive
+  a scan and abort the interpreter at exit); a rewrite (purge, compaction) reloads the
+  table through delta-rs;
 * concurrent writers rely on the store's conditional put (``If-None-Match: *``, the
   delta-rs default on S3 since 0.23): a commit that loses the race is retried at the
   next version, never overwritten. A store without it needs a locking provider;
 * no cross-process maintenance lock: a rewrite (purge) that loses its commit race
   fails with a commit conflict and can simply be run again;
 * purge and its verification list, read and delete objects through `ObjectStore`
-  (the same filesystem delta-rs uses), so they work the same as on a local store;
+  (the same storage handler delta-rs uses), so they work the same as on a local store;
 * the HNSW index, a derived cache, stays on local disk (see `retrieve.Retriever.index`).
 """
 
@@ -52,13 +54,13 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from .commitlog import COMMITS_TABLE, CommitRecord
 from .errors import LakehouseError, StoreError
+from .objectstore import Freshness, RemoteFiles, commit_file, parse_actions
 from .records import SPECS, STATS_COLUMNS, TS, subject_key
 from .time import StoreClock
 
@@ -191,25 +193,24 @@ class ObjectStore:
 
     What purge and its verification need and Delta does not offer: list every object,
     read one whole, delete one. On an object store it goes through delta-rs's own
-    filesystem (the same storage options, credentials and endpoint as the tables).
+    storage handler, called directly (`objectstore.RemoteFiles`: the same storage
+    options, credentials and endpoint as the tables, no pyarrow filesystem layer).
     """
 
     def __init__(self, root: str, storage_options: Mapping[str, str] | None = None) -> None:
         self.is_local = is_local_uri(root)
         self.root = str(Path(str(root).removeprefix("file://")).absolute()) if self.is_local else str(root).rstrip("/")
         self.storage_options = dict(storage_options or {})
-        self._fs: pafs.FileSystem | None = None
+        self._remote: RemoteFiles | None = None
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.root!r})"
 
     @property
-    def fs(self) -> pafs.FileSystem:
-        if self._fs is None:
-            from deltalake.fs import DeltaStorageHandler
-
-            self._fs = pafs.PyFileSystem(DeltaStorageHandler(self.root, self.storage_options or None))
-        return self._fs
+    def remote(self) -> RemoteFiles:
+        if self._remote is None:
+            self._remote = RemoteFiles(self.root, self.storage_options)
+        return self._remote
 
     def list(self, prefix: str = "") -> dict[str, int]:
         """Every file under *prefix*: its path relative to the root -> its size in bytes."""
@@ -218,26 +219,20 @@ class ObjectStore:
             if not top.is_dir():
                 return {}
             return {p.relative_to(self.root).as_posix(): p.stat().st_size for p in top.rglob("*") if p.is_file()}
-        infos = self.fs.get_file_info(pafs.FileSelector(prefix.strip("/"), recursive=True, allow_not_found=True))
-        return {i.path.lstrip("/"): int(i.size or 0) for i in infos if i.type == pafs.FileType.File}
+        return self.remote.list(prefix)
 
     def read(self, rel: str) -> bytes:
         """The whole object at *rel*."""
         if self.is_local:
             return (Path(self.root) / rel).read_bytes()
-        with self.fs.open_input_stream(rel) as fh:
-            data: bytes = fh.read()
-            return data
+        return self.remote.read(rel)
 
     def delete(self, rel: str) -> None:
         """Delete the object at *rel* (no error if it is already gone)."""
         if self.is_local:
             (Path(self.root) / rel).unlink(missing_ok=True)
             return
-        try:
-            self.fs.delete_file(rel)
-        except FileNotFoundError:
-            pass
+        self.remote.delete(rel)
 
     def contains(self, uri: str) -> bool:
         """Whether *uri* lies under this root."""
@@ -304,6 +299,7 @@ class Lake:
         storage_options: dict[str, str] | None = None,
         clock: StoreClock | None = None,
         create: bool = True,
+        refresh_interval: float = 0.0,
     ) -> None:
         self.root = str(root).rstrip("/")
         self.storage_options = dict(storage_options or {})
@@ -325,6 +321,9 @@ class Lake:
         self._own_writes: dict[str, tuple[str | None, pa.Table]] = {}  # kind -> (txn, rows) just appended
         #: called after each append with the bytes appended per table (the maintenance policy)
         self.after_append: list[Callable[[Mapping[str, int]], None]] = []
+        #: when reads ask the log for news (per public read, or per interval: `objectstore.Freshness`)
+        self.freshness = Freshness(refresh_interval)
+        self._named: set[str] = set()  # tables named by the commits a refresh just took in
         self._open_tables(create)
         self.refresh(force=True)
 
@@ -433,7 +432,7 @@ class Lake:
     # ------------------------------------------------------------------ reads
 
     def _latest_version_hint(self, table: str) -> int | None:
-        """Cheap probe for a newer commit: one stat() on a local store, else None (ask Delta)."""
+        """Cheap probe for a newer commit: one stat() on a local store, else None (see `_new_commits`)."""
         if not self.is_local:
             return None
         v = self.views[table].version
@@ -442,49 +441,82 @@ class Lake:
             v += 1
         return v
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """One public read: each table's log is asked at most once inside (see `objectstore.Freshness`)."""
+        with self.freshness.reading():
+            yield
+
     def refresh(self, kinds: Iterable[str] | None = None, *, force: bool = False) -> bool:
-        """Bring views up to date with the log; return True when anything changed."""
+        """Bring views up to date with the log; return True when anything changed.
+
+        *kinds* defaults to every table. A new commit of a transaction that also wrote to
+        other tables brings those in too: its rows are known once its last part is.
+        Inside a public read (`reading`) a table already asked is not asked again.
+        """
         changed: list[str] = []
         with self._lock:
-            for kind in list(kinds) if kinds is not None else list(SPECS):
-                hint = self._latest_version_hint(kind)
-                if not force and hint is not None and hint == self.views[kind].version:
+            todo = list(kinds) if kinds is not None else list(SPECS)
+            asked: set[str] = set()
+            while todo:
+                kind = todo.pop(0)
+                if kind in asked or kind not in self.views:
                     continue
-                if self._refresh_table(kind, hint):
+                asked.add(kind)
+                if not force and not self.freshness.wants_probe(kind):
+                    continue
+                self._named = set()
+                if self._refresh_table(kind, force):
                     changed.append(kind)
+                self.freshness.probed(kind)
+                todo.extend(sorted((self._named | self._awaited(kind)) - asked))
             if changed:
                 self._complete_pending()
                 self._known = None
                 self.generation += 1
         return bool(changed)
 
-    def _refresh_table(self, kind: str, hint: int | None) -> bool:
+    def _awaited(self, kind: str) -> set[str]:
+        """The tables whose parts the incomplete transactions of *kind*'s rows wait for."""
         view = self.views[kind]
-        if self.is_local and view.rows is not None and hint is not None:
-            if hint == view.version:
+        if kind not in self._pending or view.rows is None:
+            return set()
+        rows = view.rows.filter(pc.is_null(view.rows.column("known_since")))
+        commits = [view.by_txn.get(t) for t in pc.unique(rows.column("txn_id")).to_pylist() if t is not None]
+        return {k for c in commits if c is not None for k in c.kinds}
+
+    def _refresh_table(self, kind: str, force: bool) -> bool:
+        view = self.views[kind]
+        if view.rows is None or (force and not self.is_local):
+            return self._reload(kind)
+        if self.is_local:
+            hint = self._latest_version_hint(kind)
+            if hint is None or hint == view.version:
                 return False
-            if self._read_new_commits_local(kind, hint):
-                return True
-        return self._reload(kind)
+            news = [(v, self.log_actions(kind, v)) for v in range(view.version + 1, hint + 1)]
+        else:  # one request when nothing is new (no LIST of the log)
+            news = self.objects.remote.new_commits(kind, view.version)
+            if not news:
+                return False
+        return self._apply_commits(kind, news) or self._reload(kind)
 
     def log_actions(self, table: str, version: int) -> list[dict[str, Any]]:
         """The actions of one commit file (immutable once written): commitInfo, add, remove...
 
         Raises FileNotFoundError when the log has cleaned that version up.
         """
-        text = self.objects.read(f"{table}/_delta_log/{version:020d}.json").decode("utf-8")
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return parse_actions(self.objects.read(f"{table}/{commit_file(version)}").decode("utf-8"))
 
-    def _read_new_commits_local(self, kind: str, latest: int) -> bool:
-        """Fast path: parse only the new commit files and read only the files they add.
+    def _apply_commits(self, kind: str, news: list[tuple[int, list[dict[str, Any]]]]) -> bool:
+        """Fast path: take in just the new commits (version, actions) and read only the files they add.
 
-        Returns False when a commit removes files (a purge or compaction): the caller
-        then reloads the whole snapshot.
+        Returns False when a commit removes files or changes the table's metadata (a
+        purge or compaction): the caller then reloads the whole snapshot.
         """
         view = self.views[kind]
         commits, adds = [], []
-        for version in range(view.version + 1, latest + 1):
-            for action in self.log_actions(kind, version):
+        for version, actions in news:
+            for action in actions:
                 if "remove" in action or "metaData" in action:
                     return False
                 if "commitInfo" in action:
@@ -501,6 +533,12 @@ class Lake:
             # written, no need to read them back (a batch mixing 20 orgs read 20 files: ~9 ms)
             view.paths.update(unquote(add["path"]) for add in adds)
             adds, parts = [], [own_rows.select(schema.names).cast(schema)]
+        if adds and not self.is_local:
+            parts.append(
+                self.objects.remote.read_data_files(kind, [(a["path"], a.get("partitionValues")) for a in adds], schema)
+            )
+            view.paths.update(unquote(add["path"]) for add in adds)
+            adds = []
         for add in adds:
             path = unquote(add["path"])
             data = pq.read_table(Path(self.uri(kind)) / path)
@@ -511,7 +549,7 @@ class Lake:
             view.paths.add(path)
         if parts:
             self._append_chunk(view, pa.concat_tables(parts))
-        view.version = latest
+        view.version = news[-1][0]
         return True
 
     def _commits_between(self, kind: str, dt: DeltaTable, after: int, upto: int) -> list[Commit]:
@@ -561,21 +599,25 @@ class Lake:
             self._record_commit(view, commit)
         adds = pa.table(dt.get_add_actions(flatten=False))
         current = {unquote(p) for p in adds.column("path").to_pylist()} if adds.num_rows else set()
-        dataset = dt.to_pyarrow_dataset()
         schema = SPECS[kind].schema
-        threads = self.is_local  # see the module docstring: remote files are read one at a time
-        if view.rows is None or not view.paths <= current:
+        whole = view.rows is None or not view.paths <= current
+        if whole:
             view.epoch += 1
             view.chunks = []
             view.rows = None
-            fresh = dataset.to_table(use_threads=threads)
+        if not self.is_local:  # every file read whole through delta-rs's handler: no pyarrow dataset scan
+            paths = adds.column("path").to_pylist() if adds.num_rows else []
+            parts = adds.column("partition").to_pylist() if "partition" in adds.column_names else [None] * len(paths)
+            wanted = [(p, part) for p, part in zip(paths, parts) if whole or unquote(p) not in view.paths]
+            fresh = self.objects.remote.read_data_files(kind, wanted, schema)
+        elif whole:
+            fresh = dt.to_pyarrow_dataset().to_table()
         else:
+            dataset = dt.to_pyarrow_dataset()
             new = current - view.paths
             frags = [f for f in dataset.get_fragments() if unquote(_rel(f.path)) in new]
             fresh = (
-                pads.FileSystemDataset(frags, dataset.schema, dataset.format, dataset.filesystem).to_table(
-                    use_threads=threads
-                )
+                pads.FileSystemDataset(frags, dataset.schema, dataset.format, dataset.filesystem).to_table()
                 if frags
                 else schema.empty_table()
             )
@@ -596,6 +638,7 @@ class Lake:
                 commit = replace(commit, committed_at=view.high_water)
             view.high_water = commit.committed_at
         view.commits[commit.version] = commit
+        self._named.update(commit.kinds)
         if commit.txn_id:
             view.by_txn.setdefault(commit.txn_id, commit)
         if commit.is_memory:
@@ -727,10 +770,17 @@ class Lake:
         """Rows of *table* exactly as Delta time travel gives them at *version*."""
         dt = DeltaTable(self.uri(table), version=version, storage_options=self.storage_options or None)
         schema = SPECS[table].schema
-        return dt.to_pyarrow_dataset().to_table(use_threads=self.is_local).select(schema.names).cast(schema)
+        if not self.is_local:
+            return self.objects.remote.read_delta_table(dt, table, schema)
+        return dt.to_pyarrow_dataset().to_table().select(schema.names).cast(schema)
 
     def handle(self, table: str) -> DeltaTable:
-        return self._handles[table]
+        """The table's delta-rs handle, at least at the version the snapshot has read."""
+        dt = self._handles[table]
+        with self._lock:
+            if dt.version() < self.views[table].version:  # reads advance the view without it
+                dt.update_incremental()
+        return dt
 
     @contextmanager
     def maintenance_lock(self, table: str) -> Iterator[None]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -484,7 +484,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             return None
         org = principal.scope.org
         with self._lock:
-            self.lake.refresh()  # every table: a multi-table transaction's rows are known once its last part is
+            self.lake.refresh(tables_for([kind]))  # and the tables its new transactions wrote to
             if self._refreshed(kind):  # sightings move expiries: instants the cells do not track
                 return None
             heads, source = self._heads_at(kind, org, basis)
@@ -603,7 +603,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         whole = bases_table([("read", principal, basis, None)])
         narrow = bases_table([("read", principal, basis, subject)])
         with self._lock:
-            self.lake.refresh()
+            self.lake.refresh(tables_for([kind]))
             narrow_key = self._cache_key(kind, narrow, filters, False, True, columns)
             if self._cached(kind, narrow_key, narrow, quiet=True) is not None:
                 return None  # this very read is remembered: `visible` serves it as it is
@@ -666,7 +666,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         if kind not in SPECS:
             raise ValidationError(f"unknown kind {kind!r}", field="kind")
         with self._lock:
-            self.lake.refresh()
+            self.lake.refresh(tables_for([kind]))
             refreshed = self._refreshed(kind)
             # a sighting moves a row's expiry: an instant the result cache does not track
             key = None if refreshed else self._cache_key(kind, bases, filters, include_proposals, heads_only, columns)
@@ -746,7 +746,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         if kind not in SPECS:
             raise ValidationError(f"unknown kind {kind!r}", field="kind")
         with self._lock:
-            self.lake.refresh()
+            self.lake.refresh(tables_for([kind]))
             table = self._register(kind)
             params: dict[str, Any] = {
                 f"basis_{c}": v for c, v in bases_table([("read", principal, basis, subject)]).to_pylist()[0].items()
@@ -913,6 +913,19 @@ _NO_HITS = pa.table(
 
 #: Kinds whose TTL a restatement refreshes (a `conversation.Sighting` of the row in force).
 REFRESHED_KINDS = frozenset({"preference"})
+
+
+def tables_for(kinds: Iterable[str]) -> list[str]:
+    """The tables a read of *kinds* depends on: each kind's own, and sightings where they move expiries.
+
+    A read refreshes just these (`lake.Lake.refresh` brings in the other tables a new
+    transaction wrote to, so its rows are known once its last part is).
+    """
+    out = list(dict.fromkeys(kinds))
+    if any(k in REFRESHED_KINDS for k in out) and "sighting" not in out:
+        out.append("sighting")
+    return out
+
 
 #: Kinds whose slot (lineage) is derived from the subject, so no slot spans two subjects and a
 #: subject can be picked out of a reader's visible set after the query (`_from_reader_set`).

@@ -7,12 +7,13 @@ each call to the one module that owns the concept.
 from __future__ import annotations
 
 import builtins  # `MemoryStore.list` shadows the builtin inside the class
+import functools
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from . import policy as policy_rules
 from .audit import AuditLog, audit_trail
@@ -23,8 +24,9 @@ from .forget import ForgetReport, Ledger, PurgeReport
 from .lake import Lake
 from .limits import DEFAULT_MAX_TEXT_BYTES
 from .maintenance import Maintenance, MaintenancePolicy
+from .objectstore import interval_seconds
 from .outside import ExportReport
-from .query import Visibility
+from .query import Visibility, tables_for
 from .ranking import Ranking
 from .records import (
     SPECS,
@@ -50,6 +52,9 @@ if TYPE_CHECKING:
     from .capture.pipeline import CaptureJob, CaptureResult, Seen
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 #: When rows are embedded into the vector index (`open`'s ``index=``).
 INDEX_MODES: tuple[str, ...] = ("on_recall", "background")
 
@@ -68,6 +73,7 @@ def open(
     index: str = "on_recall",
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
     maintenance: MaintenancePolicy | None = None,
+    refresh: float | timedelta | None = None,
 ) -> MemoryStore:
     """Create or open a memory store at a local path or an object-store URI.
 
@@ -89,6 +95,14 @@ def open(
     (a structured value counts as its JSON); a bigger one is refused with a
     ``ValidationError`` naming the field and its size, and nothing is written.
 
+    ``refresh=`` is how stale a read may be. By default (``None``) every read asks each
+    table it reads for commits made since (one request per table on an object store;
+    one stat() on a local disk), so it sees every write committed before it began; a
+    store always sees its own writes at once. With an interval (seconds, or a
+    ``timedelta``) a read does not ask a table asked less than that long ago: a
+    read-mostly agent saves the requests, and another process's write may take up to
+    the interval to show (docs/performance.md, "Object stores").
+
     >>> import tempfile, memory_lakehouse as ml
     >>> store = ml.open(tempfile.mkdtemp())
     >>> store.root.endswith("")
@@ -107,7 +121,18 @@ def open(
         index=index,
         max_text_bytes=max_text_bytes,
         maintenance=maintenance,
+        refresh=refresh,
     )
+
+
+def _read(method: Callable[Concatenate[MemoryStore, P], R]) -> Callable[Concatenate[MemoryStore, P], R]:
+    """A public read: each table's log is asked at most once while it runs (`Lake.reading`)."""
+
+    def read(self: MemoryStore, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.lake.reading():
+            return method(self, *args, **kwargs)
+
+    return cast("Callable[Concatenate[MemoryStore, P], R]", functools.wraps(method)(read))
 
 
 class MemoryStore:
@@ -128,14 +153,20 @@ class MemoryStore:
         index: str = "on_recall",
         max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
         maintenance: MaintenancePolicy | None = None,
+        refresh: float | timedelta | None = None,
     ) -> None:
         if index not in INDEX_MODES:
             raise ValidationError(f"index must be one of {INDEX_MODES}, got {index!r}", field="index")
         self.index_mode = index
         self.clock = StoreClock(clock)
-        self.lake = Lake(uri, storage_options=storage_options, clock=self.clock, create=create)
+        interval = interval_seconds(refresh)
+        self.lake = Lake(
+            uri, storage_options=storage_options, clock=self.clock, create=create, refresh_interval=interval
+        )
         self.root = self.lake.root
-        self.ledger = Ledger(ledger_uri or f"{self.root}/_ledger", storage_options=storage_options)
+        self.ledger = Ledger(
+            ledger_uri or f"{self.root}/_ledger", storage_options=storage_options, freshness=self.lake.freshness
+        )
         self.vis = Visibility(self.lake)
         self.vis.set_forgotten(self.ledger.forgotten())
         self.writer = Writer(
@@ -175,10 +206,17 @@ class MemoryStore:
     # ------------------------------------------------------------------ plumbing
 
     def _basis(
-        self, as_of: datetime | None = None, known_at: datetime | None = None, valid_at: datetime | None = None
+        self,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        valid_at: datetime | None = None,
+        *,
+        kinds: Iterable[str] | None = None,
     ) -> Basis:
+        """The read's basis, after the ledger and the tables of *kinds* (default: all) took in news."""
         self._sync_ledger()
-        self.lake.refresh()  # "now" must not be earlier than a commit another process already made
+        # "now" must not be earlier than a commit another process already made
+        self.lake.refresh(tables_for(kinds) if kinds is not None else None)
         return resolve_basis(self.clock.peek(), as_of=as_of, known_at=known_at, valid_at=valid_at)
 
     def _sync_ledger(self) -> None:
@@ -363,6 +401,7 @@ class MemoryStore:
             task = ExtractionTask.from_dict(task)
         return run_task(self, task, by=self._principal(by), extractor=extractor)
 
+    @_read
     def seen(
         self,
         record_id: str,
@@ -385,6 +424,7 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ reads
 
+    @_read
     def get_fact(
         self,
         subject: str,
@@ -400,7 +440,7 @@ class MemoryStore:
 
         >>> # store.get_fact("user:42", "plan", by=alice).value
         """
-        basis = self._basis(as_of, known_at, valid_at)
+        basis = self._basis(as_of, known_at, valid_at, kinds=[kind])
         rows = self.vis.rows(
             kind, self._principal(by), basis, subject=subject, filters={"attribute": str(attribute).strip().lower()}
         )
@@ -408,6 +448,7 @@ class MemoryStore:
             return None
         return cast("Fact | Preference", record_from_row(kind, rows.to_pylist()[0]))  # slots with an attribute
 
+    @_read
     def recall(
         self,
         query: str,
@@ -440,12 +481,13 @@ class MemoryStore:
         """
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValidationError("k must be a positive integer", field="k")
-        basis = self._basis(as_of, known_at, valid_at)
+        kinds = check_kinds(kinds)
+        basis = self._basis(as_of, known_at, valid_at, kinds=kinds)
         return self.retriever.recall(
             str(query),
             self._principal(by),
             basis,
-            kinds=check_kinds(kinds),
+            kinds=kinds,
             subject=subject,
             k=k,
             filters=filters,
@@ -453,6 +495,7 @@ class MemoryStore:
             ranking=ranking,
         )
 
+    @_read
     def context(
         self,
         query: str,
@@ -494,6 +537,7 @@ class MemoryStore:
         )
         return context_block(hits, budget_tokens=budget_tokens)
 
+    @_read
     def get(
         self,
         record_id: str,
@@ -515,6 +559,7 @@ class MemoryStore:
         basis = self._basis(as_of, known_at, valid_at)
         return get(self.vis, str(record_id), self._principal(by), basis)
 
+    @_read
     def list(
         self,
         subject: str | None,
@@ -535,9 +580,11 @@ class MemoryStore:
         """
         from .browse import listing
 
-        basis = self._basis(as_of, known_at, valid_at)
-        return listing(self.vis, subject, self._principal(by), basis, check_kinds(kinds), filters=filters)
+        kinds = check_kinds(kinds)
+        basis = self._basis(as_of, known_at, valid_at, kinds=kinds)
+        return listing(self.vis, subject, self._principal(by), basis, kinds, filters=filters)
 
+    @_read
     def history(
         self,
         subject: str | None = None,
@@ -559,7 +606,7 @@ class MemoryStore:
         """
         from .browse import history
 
-        basis = self._basis(as_of, known_at, None)
+        basis = self._basis(as_of, known_at, None, kinds=[kind])
         return history(
             self.vis,
             self.lake,
@@ -571,6 +618,7 @@ class MemoryStore:
             lineage_id=lineage,
         )
 
+    @_read
     def pending(self, *, by: Principal, kinds: Sequence[str] | None = None) -> Listing:
         """Proposals awaiting approval in the curator's subtree (none an approval points at yet).
 
@@ -579,8 +627,9 @@ class MemoryStore:
         from .browse import pending
         from .records import KINDS
 
-        basis = self._basis()
-        return pending(self.vis, self._principal(by), basis, KINDS if kinds is None else check_kinds(kinds))
+        kinds = KINDS if kinds is None else check_kinds(kinds)
+        basis = self._basis(kinds=kinds)
+        return pending(self.vis, self._principal(by), basis, kinds)
 
     def rebuild_index(self, org: str | None = None) -> builtins.list[str]:
         """Rebuild index partitions from the store (one org, or all) and delete the old files."""
@@ -589,6 +638,7 @@ class MemoryStore:
         orgs = [org] if org is not None else self.retriever.known_orgs()
         return self.retriever.rebuild(orgs)
 
+    @_read
     def episodes(
         self,
         *,
@@ -608,7 +658,7 @@ class MemoryStore:
         """
         from .retrieve import version_in_range
 
-        basis = self._basis(as_of, known_at, valid_at)
+        basis = self._basis(as_of, known_at, valid_at, kinds=["episode"])
         rows = self.vis.rows("episode", self._principal(by), basis, filters={"service": service, "env": env})
         out: builtins.list[Episode] = []
         for row in rows.to_pylist():
@@ -626,6 +676,7 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ policy
 
+    @_read
     def resolve_policy(
         self, facts: Mapping[str, Any], *, at: datetime, by: Principal, known_at: datetime | None = None
     ) -> policy_rules.Decision:
@@ -641,7 +692,7 @@ class MemoryStore:
         >>> # store.resolve_policy(order, at=sept_5, by=alice, known_at=sept_5)
         """
         at = require_aware(at, "at")
-        basis = self._basis(known_at=known_at, valid_at=at)
+        basis = self._basis(known_at=known_at, valid_at=at, kinds=["policy"])
         rows = self.vis.rows("policy", self._principal(by), basis)
         candidates = [cast(Policy, record_from_row("policy", r)) for r in rows.to_pylist()]  # policies only
         return policy_rules.resolve(candidates, facts, basis.valid_at, known_at=basis.known_at)
@@ -663,6 +714,7 @@ class MemoryStore:
         self._sync_ledger()
         return replay(self.vis, as_decisions(decisions), kinds=check_kinds(kinds), naive=naive)
 
+    @_read
     def export(
         self,
         path: str | os.PathLike[str],

