@@ -19,7 +19,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import memory_lakehouse as ml
 
@@ -61,42 +60,31 @@ def runner(name: str) -> Callable[[Context], EvalResult]:
     return fn
 
 
-def run_suite(names: Sequence[str], ctx: Context) -> list[EvalResult]:
+def run_suite(names: Sequence[str], ctx: Context, bar: ml.Progress | None = None) -> list[EvalResult]:
+    """Run *names* in order; *bar* (`ml.Progress` over the evals) names each as it starts."""
     results = []
     try:
         for name in names:
+            if bar is not None:
+                bar.phase(name)
             started = time.perf_counter()
             result = runner(name)(ctx)
             result.seconds = time.perf_counter() - started
             results.append(result)
+            if bar is not None:
+                bar.advance()
     finally:
         ctx.close()
     return results
 
 
-def _progress(enabled: bool) -> tuple[Any, Callable[[str, int, int], None] | None]:
-    """A rich progress bar on stderr, one task per eval; nothing when stderr is not a terminal."""
-    if not enabled or not sys.stderr.isatty():
-        return None, None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(
-        TextColumn("{task.description:<16}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=False,
-    )
-    tasks: dict[str, Any] = {}
+def _ticker(bar: ml.Progress) -> Callable[[str, int, int], None]:
+    """An eval's per-case count (`Context.tick`) as the suite bar's label: ``eval: temporal 12/40``."""
 
     def tick(label: str, done: int, total: int) -> None:
-        if label not in tasks:
-            tasks[label] = bar.add_task(label, total=total)
-        bar.update(tasks[label], completed=done, total=total)
+        bar.phase(f"{label} {done}/{total}", logged=False)
 
-    return bar, tick
+    return tick
 
 
 def parser() -> argparse.ArgumentParser:
@@ -114,6 +102,7 @@ def parser() -> argparse.ArgumentParser:
         help="default: hashing in --quick, the offline MiniLM model otherwise",
     )
     p.add_argument("--json", action="store_true", help="print the scorecard JSON instead of the table")
+    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
     return p
 
 
@@ -139,13 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind = "hashing" if args.embedder == "hashing" or (args.embedder == "default" and args.quick) else "minilm"
     embedder = ml.HashingEmbedder(dim=384) if kind == "hashing" else ml.MiniLMEmbedder()
     commit = commit_label()  # before the run: the code that measured, not what the tree holds at the end
-    bar, tick = _progress(not args.quick)
-    ctx = Context(quick=args.quick, data=args.data, embedder=embedder, progress=tick)
-    if bar is not None:
-        with bar:
-            results = run_suite(names, ctx)
-    else:
-        results = run_suite(names, ctx)
+    # the full run shows each eval and its cases (a bar on a terminal, log lines otherwise); --quick is silent
+    with (
+        ml.Progress.settings(bars=False if args.quiet else None),
+        ml.Progress("eval", total=len(names), unit="evals", enabled=not args.quick) as bar,
+    ):
+        ctx = Context(quick=args.quick, data=args.data, embedder=embedder, progress=_ticker(bar))
+        results = run_suite(names, ctx, bar)
     card = scorecard.card(
         results,
         commit=commit,

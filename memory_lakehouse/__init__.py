@@ -38,6 +38,7 @@ from .forget import ForgetReport, PurgeReport
 from .maintenance import CheckpointReport, CompactReport, MaintenancePolicy, MaintenanceStatus, VacuumReport
 from .outside import ExportReport
 from .policy import Candidate, Decision
+from .progress import Progress
 from .ranking import Ranking
 from .records import Envelope, Episode, Fact, Note, Policy, Preference, Reference
 from .redact import Redactor
@@ -92,6 +93,7 @@ __all__ = [
     "Policy",
     "Preference",
     "Principal",
+    "Progress",
     "PurgeReport",
     "Question",
     "Ranking",

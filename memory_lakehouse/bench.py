@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from .progress import Progress, configure
 from .records import Fact
 from .scope import Principal, Scope
 
@@ -393,13 +394,20 @@ def _embedder(name: str) -> Any:
     return HashingEmbedder(dim=384) if name == "hashing" else None
 
 
+def _no_bars() -> None:
+    """A child process logs its long work: a bar of its own would draw over the parent's."""
+    configure(bars=False)
+
+
 def in_fresh_process(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` in a new interpreter (spawned: deltalake panics after a fork).
 
     *fn* must be importable by name, and the calling script must guard its entry point
     with ``if __name__ == "__main__"``: the new interpreter imports it again.
     """
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with concurrent.futures.ProcessPoolExecutor(
+        1, mp_context=multiprocessing.get_context("spawn"), initializer=_no_bars
+    ) as pool:
         return pool.submit(fn, *args, **kwargs).result()
 
 
@@ -416,19 +424,24 @@ def run(
     root = root or tempfile.mkdtemp(prefix="memlake-bench-")
     rounds = 20 if quick else 100
     if recall:  # the recall figures alone, on a store of their own
-        clock = _ManualClock(T0 + timedelta(days=400))
-        store = open_store(root, clock=clock, embedder=_embedder(embedder))
-        figures = recall_figures(store, records, clock=clock, rounds=2 * rounds)
-        store.close()
-        out = {"records": records, "store": root, "recall": figures, "peak_rss_mb": peak_rss_mb()}
-        serving = in_fresh_process(
-            serving_figures,
-            root,
-            now=clock.now,
-            midpoint=datetime.fromisoformat(figures["midpoint"]),
-            embedder=embedder,
-            rounds=2 * rounds,
-        )
+        with Progress("bench", total=2, unit="steps", enabled=True) as bar:
+            bar.phase(f"recall figures at {records} records")
+            clock = _ManualClock(T0 + timedelta(days=400))
+            store = open_store(root, clock=clock, embedder=_embedder(embedder))
+            figures = recall_figures(store, records, clock=clock, rounds=2 * rounds)
+            store.close()
+            out = {"records": records, "store": root, "recall": figures, "peak_rss_mb": peak_rss_mb()}
+            bar.advance()
+            bar.phase("serving from a fresh process")
+            serving = in_fresh_process(
+                serving_figures,
+                root,
+                now=clock.now,
+                midpoint=datetime.fromisoformat(figures["midpoint"]),
+                embedder=embedder,
+                rounds=2 * rounds,
+            )
+            bar.advance()
         out["peak_rss_serving_mb"] = serving["peak_rss_mb"]
         out["peak_rss_serving_all_orgs_mb"] = serving["peak_rss_all_orgs_mb"]
         out["serving"] = serving
@@ -439,15 +452,24 @@ def run(
     alice = Principal("alice", Scope("org00", "support", "tier2", "alice"), role="member")
     writes = [Fact(f"single:{i}", "plan", f"value {i}", T0, source="bench@v1") for i in range(rounds)]
     wi = iter(writes)
-    out["single_write"] = _time(lambda: store.write(next(wi), by=alice), rounds)
     checkpoints = sorted({min(10_000, records), records})
-    done = 0
-    for size in checkpoints:
-        rate = ingest(store, size - done, start=done, clock=clock)
-        done = size
-        out[f"write_many_rps_batch1000_to_{size}"] = rate
-        store.rebuild_index()  # recall figures are store cost: the index is built first
-        out[f"reads_at_{size}"] = read_figures(store, size, rounds)
+    with Progress("bench", total=1 + 3 * len(checkpoints), unit="steps", enabled=True) as bar:
+        bar.phase(f"{rounds} single writes")
+        out["single_write"] = _time(lambda: store.write(next(wi), by=alice), rounds)
+        bar.advance()
+        done = 0
+        for size in checkpoints:
+            bar.phase(f"writing to {size} records")
+            rate = ingest(store, size - done, start=done, clock=clock)
+            done = size
+            out[f"write_many_rps_batch1000_to_{size}"] = rate
+            bar.advance()
+            bar.phase(f"building the index at {size} records")
+            store.rebuild_index()  # recall figures are store cost: the index is built first
+            bar.advance()
+            bar.phase(f"reads at {size} records")
+            out[f"reads_at_{size}"] = read_figures(store, size, rounds)
+            bar.advance()
     out["peak_rss_mb"] = peak_rss_mb()
     return out
 

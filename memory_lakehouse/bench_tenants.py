@@ -33,6 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .progress import Progress
 from .records import Fact
 from .scope import Principal, Scope
 
@@ -488,9 +489,15 @@ def run(
     out: dict[str, Any] = {"records": records, "workload": "tenants", "rounds": rounds}
     with open("/proc/loadavg", encoding="ascii") as fh:
         out["loadavg_before"] = fh.read().split()[:3]
-    out["store"] = run_store(records, root, rounds=rounds)
     module = load_floor(floor_path) if floor else None
-    out["floor"] = run_floor(module, records, rounds=rounds) if module is not None else None
+    with Progress("bench tenants", total=1 + (module is not None), unit="steps", enabled=True) as bar:
+        bar.phase(f"the store at {records} records")
+        out["store"] = run_store(records, root, rounds=rounds)
+        bar.advance()
+        if module is not None:
+            bar.phase("the SQLite + numpy floor")
+        out["floor"] = run_floor(module, records, rounds=rounds) if module is not None else None
+        bar.advance(module is not None)
     with open("/proc/loadavg", encoding="ascii") as fh:
         out["loadavg_after"] = fh.read().split()[:3]
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # the whole run

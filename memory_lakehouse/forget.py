@@ -36,6 +36,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from .errors import ValidationError
 from .lake import storage_errors
+from .progress import Progress
 from .query import Forgotten, Visibility
 from .records import TS
 from .scope import Scope
@@ -622,6 +623,15 @@ class _Kept:
         return value in self._joined
 
 
+#: What a purge does after rewriting each table that holds erased rows (a bar's label, or log lines).
+PURGE_PHASES = (
+    "deleting the files it replaced",
+    "rebuilding index partitions",
+    "recording in the deletion ledger",
+    "verifying: scanning the bytes",
+)
+
+
 def run_purge(
     store: MemoryStore, principal: Principal, *, grace: timedelta, dry_run: bool, expired: bool = True
 ) -> PurgeReport:
@@ -682,69 +692,87 @@ def run_purge(
     before = _sizes(lake)
     files_rewritten = 0
     at = store.clock.read()
-    for kind, t in by_kind.items():
-        if not t.num_rows:
-            continue
-        quoted = ", ".join("'" + rid.replace("'", "''") + "'" for rid in t.column("record_id").to_pylist())
-        meta = commit_metadata(
-            txn_id=new_txn_id(),
-            committed_at=at,
-            op="purge",
-            actor=principal.id,
-            reason="physical erasure of forgotten and expired memory",
-            records=t.num_rows,
-        )
-        with lake.maintenance_lock(kind):
-            dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
-            metrics = dt.delete(
-                predicate=f"record_id IN ({quoted})", commit_properties=CommitProperties(custom_metadata=meta)
+    rewrites = [kind for kind, t in by_kind.items() if t.num_rows]
+    with Progress(
+        "purge", total=len(rewrites) + len(PURGE_PHASES), unit="steps", size=sum(rows.values()), min_items=1
+    ) as bar:
+        for kind in rewrites:
+            t = by_kind[kind]
+            bar.phase(f"rewriting the {kind} table")
+            quoted = ", ".join("'" + rid.replace("'", "''") + "'" for rid in t.column("record_id").to_pylist())
+            meta = commit_metadata(
+                txn_id=new_txn_id(),
+                committed_at=at,
+                op="purge",
+                actor=principal.id,
+                reason="physical erasure of forgotten and expired memory",
+                records=t.num_rows,
             )
-            files_rewritten += int(metrics.get("num_removed_files", 0))
-    lake.refresh(force=True)
-    for kind in SPECS:  # delete what purges removed from the tables (this one and interrupted ones)
-        gone = _delete_removed_files(lake, kind)
-        if gone.num_rows:  # rows an interrupted purge erased: verify and record them too
-            values |= _text_values(kind, gone)
-            names |= _names_of(gone, forgotten_keys)
-            for org, rid in zip(gone.column("org").to_pylist(), gone.column("record_id").to_pylist(), strict=True):
-                erased_by_org.setdefault(org, set()).add(rid)
-            erased += zip(gone.column("subject_key").to_pylist(), gone.column("record_id").to_pylist(), strict=True)
-    partitions: tuple[str, ...] = tuple(store._purge_index(erased_by_org))
-    for key, ids in sorted(_erasures(ledger, lake, erased).items()):  # one entry per subject: audit finds it
-        ledger.append(
-            "purge",
-            subject_key=key or None,
-            generation=0,
-            record_ids=ids,
-            at=at,
-            by=principal.id,
-            reason=f"erased {len(ids)} row(s)" + ("" if key else " past their expiry"),
-            scope=scope.path,
-            metadata=commit_metadata(
-                txn_id=new_txn_id(), committed_at=at, op="purge", actor=principal.id, reason="purge", records=len(ids)
-            ),
+            with lake.maintenance_lock(kind):
+                dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
+                metrics = dt.delete(
+                    predicate=f"record_id IN ({quoted})", commit_properties=CommitProperties(custom_metadata=meta)
+                )
+                files_rewritten += int(metrics.get("num_removed_files", 0))
+            bar.advance()
+        bar.phase(PURGE_PHASES[0])
+        lake.refresh(force=True)
+        for kind in SPECS:  # delete what purges removed from the tables (this one and interrupted ones)
+            gone = _delete_removed_files(lake, kind)
+            if gone.num_rows:  # rows an interrupted purge erased: verify and record them too
+                values |= _text_values(kind, gone)
+                names |= _names_of(gone, forgotten_keys)
+                for org, rid in zip(gone.column("org").to_pylist(), gone.column("record_id").to_pylist(), strict=True):
+                    erased_by_org.setdefault(org, set()).add(rid)
+                erased += zip(gone.column("subject_key").to_pylist(), gone.column("record_id").to_pylist(), strict=True)
+        bar.advance()
+        bar.phase(PURGE_PHASES[1])
+        partitions: tuple[str, ...] = tuple(store._purge_index(erased_by_org))
+        bar.advance()
+        bar.phase(PURGE_PHASES[2])
+        for key, ids in sorted(_erasures(ledger, lake, erased).items()):  # one entry per subject: audit finds it
+            ledger.append(
+                "purge",
+                subject_key=key or None,
+                generation=0,
+                record_ids=ids,
+                at=at,
+                by=principal.id,
+                reason=f"erased {len(ids)} row(s)" + ("" if key else " past their expiry"),
+                scope=scope.path,
+                metadata=commit_metadata(
+                    txn_id=new_txn_id(),
+                    committed_at=at,
+                    op="purge",
+                    actor=principal.id,
+                    reason="purge",
+                    records=len(ids),
+                ),
+            )
+        bar.advance()
+        bar.phase(PURGE_PHASES[3])
+        after = _sizes(lake)
+        leftovers = verify_erased(
+            lake,
+            ledger,
+            store.retriever.index.root,
+            values=values,
+            names=names,
+            record_ids={r for ids in erased_by_org.values() for r in ids},
         )
-    after = _sizes(lake)
-    leftovers = verify_erased(
-        lake,
-        ledger,
-        store.retriever.index.root,
-        values=values,
-        names=names,
-        record_ids={r for ids in erased_by_org.values() for r in ids},
-    )
-    return PurgeReport(
-        False,
-        subjects,
-        rows,
-        expired_rows,
-        files_rewritten,
-        max(0, sum(before.values()) - sum(after.values())),
-        partitions,
-        not leftovers,
-        tuple(leftovers),
-        seconds=round(_time.perf_counter() - started, 3),
-    )
+        bar.advance()
+        return PurgeReport(
+            False,
+            subjects,
+            rows,
+            expired_rows,
+            files_rewritten,
+            max(0, sum(before.values()) - sum(after.values())),
+            partitions,
+            not leftovers,
+            tuple(leftovers),
+            seconds=round(_time.perf_counter() - started, 3),
+        )
 
 
 def index_holding(root: Path, record_ids: set[str]) -> list[str]:

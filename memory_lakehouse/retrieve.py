@@ -290,7 +290,7 @@ class Retriever:
                         new_texts.append(text)
             if new_ids:
                 started = time.perf_counter()
-                self._embed_into(part, new_ids, new_texts, org=org)
+                self._embed_into(part, new_ids, new_texts, org=org, catch_up=state.partition is not None)
                 self.trace(
                     f"index {org}: added {len(new_ids)} row(s) newer than the partition "
                     f"in {(time.perf_counter() - started) * 1000:.1f} ms"
@@ -362,11 +362,15 @@ class Retriever:
                 done.append(org)
         return done
 
-    def _embed_into(self, part: Partition, ids: Sequence[str], texts: Sequence[str], *, org: str = "") -> None:
+    def _embed_into(
+        self, part: Partition, ids: Sequence[str], texts: Sequence[str], *, org: str = "", catch_up: bool = False
+    ) -> None:
         """Embed and add rows `PROGRESS_CHUNK` at a time: one big org never holds all its vectors
-        twice, and a long build shows its progress (`progress.Progress`: a bar on a terminal,
-        log lines otherwise) instead of looking like a hang."""
-        label = f"indexing {org} ({self.embedder.name})" if org else f"indexing ({self.embedder.name})"
+        twice, and a long build or catch-up (rows written since the partition was saved) shows
+        its progress (`progress.Progress`: a bar on a terminal, log lines otherwise) instead
+        of looking like a hang."""
+        verb = "catching up index" if catch_up else "indexing"
+        label = f"{verb} {org} ({self.embedder.name})" if org else f"{verb} ({self.embedder.name})"
         with Progress(label, total=len(ids)) as progress:
             step = PROGRESS_CHUNK if progress.shown else EMBED_CHUNK
             for start in range(0, len(ids), step):

@@ -41,6 +41,7 @@ from .errors import PermissionDenied, StaleGeneration, ValidationError
 from .forget import scrub_subjects
 from .lake import Lake, commit_metadata, new_txn_id
 from .limits import DEFAULT_MAX_TEXT_BYTES, check_limit, check_record_text, check_text
+from .progress import Progress
 from .query import Visibility
 from .records import (
     AUTHORITIES,
@@ -122,6 +123,10 @@ class BatchResult:
 
 #: Batches at least this big run with the garbage collector paused (see `Writer.commit`).
 GC_PAUSE_BATCH = 256
+#: A batch of this many records takes a second or more: it shows its phases (`progress.Progress`).
+PROGRESS_RECORDS = 5000
+#: The phases a big batch names as it goes (a bar's label on a terminal, log lines otherwise).
+PHASES = ("validating", "checking and redacting", "reconciling with the store", "committing")
 
 #: The free-text fields of each kind: what redaction scans.
 _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -178,6 +183,7 @@ class Writer:
         self.generations = generations or (lambda keys: {})
         self.checks: dict[str, list[KindCheck]] = {}
         self._hashes: dict[str, str] = {}  # record_id -> content hash, for the batch being committed
+        self._bar = Progress("", total=0, enabled=False)  # the batch under way's phases (`commit`)
         # one commit at a time per process: a batch's state lives on the writer (`_hashes`, `_allowed`),
         # and an extraction worker's thread writes beside the request path's
         self._commit_lock = threading.RLock()
@@ -525,7 +531,14 @@ class Writer:
         ~13% of its time (1,000-record batches at 100k records): big batches run with it
         paused, and it runs again, unchanged, when the batch is done.
         """
-        with self._commit_lock:
+        n = 1 if isinstance(records, Envelope) else len(records)
+        with (
+            self._commit_lock,
+            Progress(
+                f"writing {n} records", total=len(PHASES), unit="steps", size=n, min_items=PROGRESS_RECORDS
+            ) as bar,
+        ):
+            self._bar = bar  # `_commit` names its phases on it (a big batch takes seconds)
             if isinstance(records, Envelope) or len(records) < GC_PAUSE_BATCH or not gc.isenabled():
                 return self._commit(records, principal, **options)
             gc.disable()
@@ -569,7 +582,11 @@ class Writer:
             check_text("reason", reason, self.max_text_bytes)
         now = self.lake.clock.peek()
         self._allowed: set[tuple[int, Scope, str]] = set()
+        bar = self._bar
+        bar.phase(PHASES[0])
         validated = self._validate_all(records, who, scope, status, now)
+        bar.advance()
+        bar.phase(PHASES[1])
         prepared = list(zip(validated, self._redact(validated), strict=True))
         groups: dict[int, tuple[Principal, list[Envelope]]] = {}
         for r, p in zip(validated, who, strict=True):
@@ -592,6 +609,8 @@ class Writer:
                 key = subject_key(r.subject_name)
                 expected = generation.get(key, 0) if isinstance(generation, Mapping) else generation or 0
                 raise StaleGeneration(key, expected, current.get(key, 0))
+        bar.advance()
+        bar.phase(PHASES[2])
         refused = self._erased_history(validated)
         planned = self._reconcile([p for i, p in enumerate(prepared) if i not in refused], status, reconcile)
         if refused:  # dropped records keep their place in the results
@@ -631,8 +650,11 @@ class Writer:
             kinds=list(rows),
             records=sum(len(v) for v in rows.values()),
         )
+        bar.advance()
+        bar.phase(PHASES[3])
         tables = {k: self._table(k, v, txn_id, status, current) for k, v in rows.items()}
         versions = self.lake.append(tables, meta)
+        bar.advance()
         committed_at = self.lake.txn_known_since(txn_id) or committed_at  # later if a racing commit landed first
         for rec, res, _ in planned:  # the writer's own result objects, not yet handed out
             if res.action not in ("duplicate", "forgotten"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 
@@ -13,8 +14,11 @@ from memory_lakehouse import bench
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_the_recall_bench_reports_the_peak_rss_of_serving_from_a_fresh_process(tmp_path):
+def test_the_recall_bench_reports_the_peak_rss_of_serving_from_a_fresh_process(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="memory_lakehouse")
     out = bench.run(400, quick=True, root=str(tmp_path / "store"), recall=True, embedder="hashing")
+    phases = [r.getMessage() for r in caplog.records if r.getMessage().startswith("bench: ")]
+    assert phases[0] == "bench: 2 steps" and "bench: serving from a fresh process (1 of 2 steps done)" in phases
     assert 0 < out["peak_rss_serving_mb"] <= out["peak_rss_serving_all_orgs_mb"]
     assert out["serving"]["peak_rss_mb"] == out["peak_rss_serving_mb"]
     for kind in ("recall_now", "recall_as_of_midpoint", "recall_selective_1pct"):

@@ -255,3 +255,28 @@ def test_retrieval_in_the_suite_serves_no_distractor_and_fails_on_a_store_that_s
     assert naive is not None and naive > 0
     bad = run("retrieval", tmp_path / "bad", broken.ServesEveryVersion)
     assert metric(bad, "distractor hits").passed is False
+
+
+def test_the_full_run_shows_each_eval_and_its_cases_and_quick_and_quiet_runs_draw_no_bar(monkeypatch, tmp_path, capsys):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    def fake(ctx: core.Context) -> core.EvalResult:
+        for case in range(3):
+            ctx.tick("fake", case + 1, 3)
+        return _fake(True)
+
+    monkeypatch.setitem(suite.EVALS, "fake", "fake")
+    monkeypatch.setattr(suite, "runner", lambda name: fake)
+    runs = {}
+    for name, flags in {"full": [], "quick": ["--quick"], "quiet": ["--quiet"]}.items():
+        screen = Terminal()
+        monkeypatch.setattr(sys, "stderr", screen)
+        assert suite.main(["fake", "--embedder", "hashing", "--json", *flags]) == 0
+        runs[name] = screen.getvalue()
+        json.loads(capsys.readouterr().out)  # stdout: the scorecard alone
+    assert "eval: fake" in runs["full"] and "━" in runs["full"]
+    assert "━" not in runs["quick"] and "━" not in runs["quiet"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from datetime import timedelta
@@ -219,9 +220,11 @@ def test_the_conversation_tables_keep_content_out_of_the_delta_log(store):
         assert text not in logs, text
 
 
-def test_a_load_shows_a_progress_bar_on_stderr_only_when_asked_or_on_a_terminal(store, capsys):
-    store.load(LOCOMO, format="locomo", by=MEMBER)  # stderr is not a terminal here: no bar
-    assert capsys.readouterr().err == ""
-    store.load(LME, format="longmemeval", by=MEMBER, progress=True)
-    captured = capsys.readouterr()
-    assert "loading longmemeval" in captured.err and "5/5" in captured.err and captured.out == ""
+def test_a_load_draws_no_bar_off_a_terminal_and_logs_its_sessions_when_asked(store, capsys, caplog):
+    caplog.set_level(logging.INFO, logger="memory_lakehouse")
+    store.load(LOCOMO, format="locomo", by=MEMBER)  # a small load: nothing shown
+    store.load(LME, format="longmemeval", by=MEMBER, progress=True)  # stderr is not a terminal here: no bar
+    assert capsys.readouterr() == ("", "")
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0] == "loading longmemeval: 5 sessions"
+    assert messages[-1].startswith("loading longmemeval: 5 of 5 sessions in ")

@@ -41,7 +41,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..conversation import Turn
 from ..errors import ValidationError
+from ..progress import Progress
 from ..scope import Principal, Scope
 
 if TYPE_CHECKING:
@@ -376,7 +376,8 @@ def load(
     """Parse every file first (bad input writes nothing), then write session by session in date order.
 
     *ttl* applies to each turn from its session's date (None: benchmark turns do not
-    expire). *progress* shows a bar on stderr (None: only when stderr is a terminal).
+    expire). *progress*: None shows a load of many turns (`progress.Progress`: a bar on stderr
+    when it is a terminal, log lines otherwise), False nothing, True any load.
     """
     if format not in PARSERS:
         raise ValidationError(f"format must be one of {', '.join(FORMATS)} (got {format!r})", field="format")
@@ -391,7 +392,8 @@ def load(
     sessions.sort(key=lambda s: s.date)  # stable: file order, then session order, breaks ties
     origin = source or f"{format}-loader"
     inserted = duplicates = late = turns = 0
-    with _progress(progress, len(sessions), f"loading {format}") as advance:
+    size = sum(len(s.turns) for s in sessions)
+    with Progress(f"loading {format}", total=len(sessions), unit="sessions", size=size, enabled=progress) as bar:
         for session in sessions:
             records = [
                 Turn(
@@ -414,7 +416,7 @@ def load(
             turns += len(records)
             if new and result.committed_at is not None and result.committed_at > session.date:
                 late += 1
-            advance()
+            bar.advance()
     return LoadReport(
         format,
         tuple(str(f) for f in files),
@@ -426,34 +428,3 @@ def load(
         round(time.perf_counter() - started, 3),
         tuple(questions),
     )
-
-
-class _progress:
-    """A rich progress bar on stderr, or nothing when stderr is not a terminal."""
-
-    def __init__(self, enabled: bool | None, total: int, label: str) -> None:
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.total, self.label = total, label
-        self._bar: Any = None
-
-    def __enter__(self) -> Any:
-        if not self.enabled:
-            return lambda: None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self._bar.__enter__()
-        task = self._bar.add_task(self.label, total=self.total)
-        return lambda: self._bar.advance(task)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)

@@ -12,8 +12,10 @@ acts as someone refuses to run without a scope: it never guesses an org.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import logging
 import os
 import re
 import sys
@@ -22,6 +24,7 @@ from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
 from .. import errors
+from ..progress import Progress
 from ..records import from_dict, to_dict
 from ..scope import ROLES, Principal, Scope
 from ..time import require_aware
@@ -48,6 +51,12 @@ def _emit(args: argparse.Namespace, payload: Any, lines: Callable[[], Sequence[s
     else:
         for line in lines():
             print(line)
+
+
+#: Input lines parsed between two moves of the reading bar.
+READ_CHUNK = 1024
+#: A file of this many records takes a second or more to read: it shows a bar (`progress.Progress`).
+PROGRESS_RECORDS = 5000
 
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> MemoryStore:
@@ -198,14 +207,20 @@ def cmd_init(args: argparse.Namespace) -> None:
 def cmd_write(args: argparse.Namespace) -> None:
     where = _input_name(args.file)
     records, lines = [], []
-    for n, line in _input_lines(args.file):
-        try:
-            records.append(from_dict(_json_line(line, n, where)))
-        except errors.ValidationError as exc:
-            if exc.detail.startswith(f"{where} line "):
-                raise
-            raise errors.ValidationError(f"{where} line {n}: {exc.detail}", field=exc.field) from None
-        lines.append(n)
+    numbered = list(_input_lines(args.file))
+    with Progress(f"reading {where}", total=len(numbered), unit="records", min_items=PROGRESS_RECORDS) as bar:
+        for n, line in numbered:
+            try:
+                records.append(from_dict(_json_line(line, n, where)))
+            except errors.ValidationError as exc:
+                if exc.detail.startswith(f"{where} line "):
+                    raise
+                raise errors.ValidationError(f"{where} line {n}: {exc.detail}", field=exc.field) from None
+            lines.append(n)
+            if len(lines) % READ_CHUNK == 0:
+                bar.advance(READ_CHUNK)
+        bar.advance(len(lines) % READ_CHUNK)
+    del numbered
     store = _open(args)
     try:
         result = store.write_many(records, by=_principal(args), reason=args.reason)
@@ -436,7 +451,9 @@ def _common(p: argparse.ArgumentParser, *, principal: bool = True, basis: bool =
     p.add_argument("--store", default="data/store", help="store path or URI")
     p.add_argument("--ledger", default=None, help="deletion ledger URI, if kept apart from the store")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
+    p.add_argument(
+        "--quiet", action="store_true", help="no progress on stderr (bars on a terminal, log lines otherwise)"
+    )
     if principal:
         p.add_argument(
             "--as",
@@ -526,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmark: prints JSON figures")
     p.add_argument("--records", type=int, default=100_000, help="store size")
     p.add_argument("--quick", action="store_true", help="fewer queries, for a smoke run")
+    p.add_argument(
+        "--quiet", action="store_true", help="no progress on stderr (bars on a terminal, log lines otherwise)"
+    )
     p.add_argument("--recall", action="store_true", help="recall figures: index build, latency vs floor, RSS")
     p.add_argument(
         "--embedder",
@@ -562,14 +582,43 @@ def build_parser() -> argparse.ArgumentParser:
 COMMAND_GROUPS: tuple[str, ...] = ("conversation", "maintenance", "export", "governed", "reads", "serve")
 
 
+class _StderrLog(logging.Handler):
+    """The library's log records as ``memlake: …`` lines on the current stderr (long work says
+    so where no progress bar is drawn: stderr is not a terminal)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print("memlake: " + self.format(record), file=sys.stderr, flush=True)
+        except Exception:  # a closed stderr must not turn into a second error
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _reporting(quiet: bool) -> Iterator[None]:
+    """While a command runs: progress bars unless *quiet*, and the library's INFO records
+    (long work) on stderr unless *quiet* (warnings always)."""
+    logger = logging.getLogger("memory_lakehouse")
+    handler = _StderrLog(logging.WARNING if quiet else logging.INFO)
+    saved = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(min(handler.level, logger.getEffectiveLevel()))
+    try:
+        with Progress.settings(bars=not quiet):
+            yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        try:
-            args.fn(args)
-        finally:
-            if getattr(args, "opened", None) is not None:
-                args.opened.close()
+        with _reporting(bool(getattr(args, "quiet", False))):
+            try:
+                args.fn(args)
+            finally:
+                if getattr(args, "opened", None) is not None:
+                    args.opened.close()  # may wait for a background index build: still reported
     except Exception as exc:
         line = error_line(exc)
         if line is None:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .. import errors
+from ..progress import Progress
 from .app import _common, _open, _principal
 
 
@@ -15,7 +16,8 @@ def cmd_mcp(args: argparse.Namespace) -> None:
     except ModuleNotFoundError as exc:
         raise errors.StoreError("`memlake mcp` needs the MCP SDK: pip install 'memory-lakehouse[mcp]'") from exc
     principal = _principal(args)
-    serve(_open(args), principal)
+    with Progress.settings(bars=False):  # stdio is the protocol: long work goes to the log on stderr
+        serve(_open(args), principal)
 
 
 def register(sub: Any) -> None:
