@@ -860,6 +860,14 @@ def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
         return _delete_files(lake, kind, doomed, empty)
 
 
+def _with_our_types(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """*table*'s columns cast to the types of *schema* (columns it does not name stay as
+    they are): the files delta-rs writes (a purge's rewrite) hold ``string_view`` columns,
+    which ``pc.is_in``, ``filter`` and concatenation with our own files' columns do not take."""
+    fields = [schema.field(f.name) if f.name in schema.names else f for f in table.schema]
+    return table if fields == list(table.schema) else table.cast(pa.schema(fields))
+
+
 def _delete_files(lake: Lake, kind: str, doomed: Sequence[str], empty: pa.Table) -> pa.Table:
     from urllib.parse import unquote
 
@@ -877,7 +885,7 @@ def _delete_files(lake: Lake, kind: str, doomed: Sequence[str], empty: pa.Table)
         except FileNotFoundError:
             continue
         try:
-            data = pq.read_table(pa.BufferReader(raw), use_threads=False)
+            data = _with_our_types(pq.read_table(pa.BufferReader(raw), use_threads=False), SPECS[kind].schema)
         except Exception:  # a torn file: nothing to verify in it, delete it all the same
             data = None
         if data is not None and data.num_rows:

@@ -309,7 +309,8 @@ class StoreFactory:
 
     LEASES = 25
 
-    def __init__(self) -> None:
+    def __init__(self, **open_options: Any) -> None:
+        self.open_options = open_options  # more of ml.open's options (a maintenance policy)
         self.store: ml.MemoryStore | None = None
         self.root: str | None = None
         self.now = datetime(2026, 1, 1, tzinfo=UTC)
@@ -323,7 +324,10 @@ class StoreFactory:
             self.close()
             self.root = tempfile.mkdtemp(prefix="memlake-model-")
             self.store = ml.open(
-                os.path.join(self.root, "store"), clock=self.clock, embedder=ml.HashingEmbedder(dim=32)
+                os.path.join(self.root, "store"),
+                clock=self.clock,
+                embedder=ml.HashingEmbedder(dim=32),
+                **self.open_options,
             )
         self.leases += 1
         self.now = (self.now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -333,7 +337,11 @@ class StoreFactory:
         """Another handle on the current store: nothing remembered from earlier reads."""
         assert self.root is not None
         return ml.open(
-            os.path.join(self.root, "store"), clock=self.clock, embedder=ml.HashingEmbedder(dim=32), create=False
+            os.path.join(self.root, "store"),
+            clock=self.clock,
+            embedder=ml.HashingEmbedder(dim=32),
+            create=False,
+            **self.open_options,
         )
 
     def close(self) -> None:
@@ -447,9 +455,12 @@ class MemoryMachine(RuleBasedStateMachine):
             if r.kind == "preference" and r.expires_at is not None and r.expires_at - r.valid_from >= timedelta(days=1):
                 ttl = (r.expires_at - r.valid_from).days
             rec = MRecord(r.kind, r.subject, r.attribute, r.value, r.source, r.scope, r.valid_from, r.valid_to, ttl)
-            change = data.draw(st.sampled_from(("same", "value", "later", "source")))
+            change = data.draw(st.sampled_from(("same", "value", "later", "source", "correction")))
             if change == "value":
                 rec.value = data.draw(st.sampled_from(VALUES))
+            elif change == "correction":  # another source says otherwise: Free Starter -> Enterprise Pro
+                rec.value = data.draw(st.sampled_from([v for v in VALUES if v != r.value]))
+                rec.source = data.draw(st.sampled_from([s for s in SOURCES if s != r.source]))
             elif change == "later":
                 rec.valid_from = rec.valid_from + timedelta(days=data.draw(st.integers(0, 4)))
                 rec.valid_to = None
@@ -681,9 +692,17 @@ class MemoryMachine(RuleBasedStateMachine):
         return {"valid_at": t}, now, t
 
     def _filters(self, data: st.DataObject) -> dict[str, Any] | None:
-        which = data.draw(st.sampled_from(("none", "none", "source", "value", "record_id", "attribute")))
+        """A filter on one column; often the value of a row already written (a superseded
+        one included), since a filter that matches nothing proves little."""
+        which = data.draw(st.sampled_from(("none", "none", "source", "value", "record_id", "attribute", "row")))
         if which == "none":
             return None
+        if which == "row":
+            if not self.model.rows:
+                return None
+            row = data.draw(st.sampled_from(self.model.rows))
+            column = data.draw(st.sampled_from(("source", "value", "record_id")))
+            return {column: _column(row, column)}
         if which == "source":
             return {"source": data.draw(st.sampled_from(SOURCES))}
         if which == "value":
