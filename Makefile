@@ -41,7 +41,7 @@ demo: $(VENV)/.agent-installed
 
 # Lint and type-check in seconds: ruff (rules and formatting) everywhere; one mypy run over everything
 # (pyproject.toml [tool.mypy]): strict on the library, every body checked in agent_loop, evals,
-# tests/ and scripts/.
+# tests/ and scripts/. .pre-commit-config.yaml runs the same three before each commit.
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -216,7 +216,7 @@ def load_conversation(
             for t in turns
         ]
         results = store.write_many(records, by=STEWARD, reason="locomo eval")
-        ids.update((t.dia_id, r.record_id) for t, r in zip(turns, results))
+        ids.update((t.dia_id, r.record_id) for t, r in zip(turns, results, strict=True))
     clock.set(conv.asked_at)
     return ids
 

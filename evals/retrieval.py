@@ -114,7 +114,7 @@ def load_store(store: ml.MemoryStore, fixture: Fixture) -> dict[str, str]:
     for org, memories in by_org.items():
         steward = ml.Principal(f"fixture-steward-{org}", ml.Scope(org), role="steward")
         result = store.write_many([record(m) for m in memories], by=steward, reason="retrieval fixture")
-        for m, res in zip(memories, result):
+        for m, res in zip(memories, result, strict=True):
             if res.action == "duplicate":
                 raise ValueError(f"fixture memory {m['label']} duplicates {res.record_id}")
             ids[m["label"]] = res.record_id
@@ -177,7 +177,11 @@ def evaluate(
                 if not readable(who, m["scope"]):
                     distractors["out_of_scope"] += 1
             # hits no ranker scored only fill up to k (in record-id order): they do not count as found
-            ranked = [label for label, h in zip(labels, hits) if not any(w.startswith("no signal") for w in h.why)]
+            ranked = [
+                label
+                for label, h in zip(labels, hits, strict=True)
+                if not any(w.startswith("no signal") for w in h.why)
+            ]
             rank = ranked.index(q["answer"]) + 1 if q["answer"] in ranked else None
             ranks.append(rank)
             if rank != 1:
@@ -185,7 +189,9 @@ def evaluate(
         out[mode] = {
             **scores(ranks, k),
             "splits": split_scores(ranks, qsplits, k),
-            "tuning_set": scores([r for r, s, b in zip(ranks, qsplits, qbatches) if (s, b) == TUNING_SET], k),
+            "tuning_set": scores(
+                [r for r, s, b in zip(ranks, qsplits, qbatches, strict=True) if (s, b) == TUNING_SET], k
+            ),
             "batches": batch_scores(ranks, qbatches, k),
             "distractor_hits": {"superseded": distractors["superseded"], "out_of_scope": distractors["out_of_scope"]},
             "ms_per_query": round((time.perf_counter() - started) * 1000 / len(ranks), 2),
@@ -196,7 +202,7 @@ def evaluate(
         # how complementary the two signals are: per query, the better of the two single-signal ranks
         best = [
             min((r for r in pair if r is not None), default=None)
-            for pair in zip(out["lexical"]["ranks"], out["vector"]["ranks"])
+            for pair in zip(out["lexical"]["ranks"], out["vector"]["ranks"], strict=True)
         ]
         out["oracle_switch"] = {
             **scores(best, k),
@@ -244,11 +250,13 @@ def tune(
 
 
 def split_scores(ranks: Sequence[int | None], splits: Sequence[str], k: int) -> dict[str, dict[str, float]]:
-    return {name: scores([r for r, s in zip(ranks, splits) if s == name], k) for name in SPLITS}
+    return {name: scores([r for r, s in zip(ranks, splits, strict=True) if s == name], k) for name in SPLITS}
 
 
 def batch_scores(ranks: Sequence[int | None], batches: Sequence[int], k: int) -> dict[str, dict[str, float]]:
-    return {f"batch{b}": scores([r for r, x in zip(ranks, batches) if x == b], k) for b in sorted(set(batches))}
+    return {
+        f"batch{b}": scores([r for r, x in zip(ranks, batches, strict=True) if x == b], k) for b in sorted(set(batches))
+    }
 
 
 def scores(ranks: Sequence[int | None], k: int) -> dict[str, float]:

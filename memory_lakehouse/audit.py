@@ -109,7 +109,7 @@ def audit_trail(
             txns = [c.txn_id for c in lake.views[kind].by_txn.values() if in_window(c.committed_at, c.actor)]
             mask = pc.and_kleene(mask, pc.is_in(rows.column("txn_id"), value_set=pa.array(txns, pa.string())))
         picked = rows.filter(pc.fill_null(mask, False))
-        for rid, txn in zip(picked.column("record_id").to_pylist(), picked.column("txn_id").to_pylist()):
+        for rid, txn in zip(picked.column("record_id").to_pylist(), picked.column("txn_id").to_pylist(), strict=True):
             touched.setdefault((kind, txn), []).append(rid)
     events = []
     for (kind, txn), ids in touched.items():

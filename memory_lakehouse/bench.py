@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import itertools
 import json
 import multiprocessing
 import os
@@ -120,7 +121,7 @@ def ingest(
     # record's commit time depends only on its index (read_figures' past bases rely on it)
     cuts = [start] + list(range((start // window + 1) * window, start + n, window)) + [start + n]
     spent = 0.0
-    for a, b in zip(cuts, cuts[1:]):
+    for a, b in itertools.pairwise(cuts):
         chunk = list(synthetic_facts(b - a, start=a))
         if clock is not None:
             clock.now = max(clock.now, max(r.valid_from for r in chunk) + timedelta(hours=1))

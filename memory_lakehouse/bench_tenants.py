@@ -256,16 +256,18 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
         who, q, as_of = args
         return store.recall(q, by=who, k=k, as_of=as_of)
 
-    out["recall_now_new_actor"], now_hits = _timed(recall, [(p, q, None) for p, q in zip(now_readers, queries)])
+    out["recall_now_new_actor"], now_hits = _timed(
+        recall, [(p, q, None) for p, q in zip(now_readers, queries, strict=False)]
+    )
     out["recall_as_of_midpoint_new_actor"], past_hits = _timed(
-        recall, [(p, q, midpoint) for p, q in zip(past_readers, queries[rounds:])]
+        recall, [(p, q, midpoint) for p, q in zip(past_readers, queries[rounds:], strict=False)]
     )
     # A/B in the same process: the same kind of reads with the heads switched off (the per-reader
     # query for each kind, as before them), by actors of their own
     store.vis.use_heads = False
     ab = [actor_principal(*a) for a in _actors(random.Random(17), rounds // 4)]
     out["recall_now_new_actor_per_reader_query"], _ = _timed(
-        recall, [(p, q, None) for p, q in zip(ab, queries[3 * rounds :])]
+        recall, [(p, q, None) for p, q in zip(ab, queries[3 * rounds :], strict=False)]
     )
     store.vis.use_heads = True
     one = now_readers[0]
@@ -290,7 +292,7 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
         subject, attribute = own_slot(who, i)
         return store.get_fact(subject, attribute, by=who)
 
-    out["get_fact_new_actor"], facts = _timed(get_fact, list(zip(fact_readers, range(rounds))))
+    out["get_fact_new_actor"], facts = _timed(get_fact, list(zip(fact_readers, range(rounds), strict=True)))
     out["get_fact_hit_rate"] = round(sum(f is not None for f in facts) / len(facts), 3)
 
     # a write to the reader's own org, then the first read by another actor of that org
@@ -371,7 +373,7 @@ def run_floor(floor_module: ModuleType, records: int, *, rounds: int = 200, k: i
     now = known + timedelta(days=1)
     rng = random.Random(5)
     queries = _queries(rng, rounds * 4)
-    qvecs = {q: np.asarray(v, dtype=np.float32) for q, v in zip(queries, embedder.embed(queries))}
+    qvecs = {q: np.asarray(v, dtype=np.float32) for q, v in zip(queries, embedder.embed(queries), strict=True)}
     actors = _actors(rng, rounds * 3)
 
     def search(args: tuple[tuple[str, str, str], str, datetime]) -> list[int]:
@@ -380,9 +382,11 @@ def run_floor(floor_module: ModuleType, records: int, *, rounds: int = 200, k: i
         return found
 
     out: dict[str, Any] = {"ingest_rps": round(records / spent, 1), "ingest_rps_cpu": round(records / spent_cpu, 1)}
-    out["recall_now_new_actor"], _ = _timed(search, [(a, q, now) for a, q in zip(actors[:rounds], queries)])
+    out["recall_now_new_actor"], _ = _timed(
+        search, [(a, q, now) for a, q in zip(actors[:rounds], queries, strict=False)]
+    )
     out["recall_as_of_midpoint_new_actor"], _ = _timed(
-        search, [(a, q, midpoint) for a, q in zip(actors[rounds : 2 * rounds], queries[rounds:])]
+        search, [(a, q, midpoint) for a, q in zip(actors[rounds : 2 * rounds], queries[rounds:], strict=False)]
     )
     out["delta_rss_peak_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
     return out

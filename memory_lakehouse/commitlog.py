@@ -123,7 +123,7 @@ class CommitRecord:
         if rows.num_rows == 0:
             return {}
         grouped = rows.group_by("table").aggregate([("version", "max")])
-        return dict(zip(grouped.column("table").to_pylist(), grouped.column("version_max").to_pylist()))
+        return dict(zip(grouped.column("table").to_pylist(), grouped.column("version_max").to_pylist(), strict=True))
 
     def commits(self, table: str, *, refresh: bool = True) -> dict[int, Commit]:
         """The recorded commits of *table*, by version."""

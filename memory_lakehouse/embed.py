@@ -338,7 +338,7 @@ class HashingEmbedder:
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         for row, text in enumerate(items):
             words = _WORD.findall(text.lower())
-            for feature in words + [f"{a} {b}" for a, b in zip(words, words[1:])]:
+            for feature in words + [f"{a} {b}" for a, b in itertools.pairwise(words)]:
                 h = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
                 out[row, (h >> 1) % self.dim] += 1.0 if h & 1 else -1.0
         return _normalise(out)

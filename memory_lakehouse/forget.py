@@ -282,7 +282,9 @@ def forget_subject(
         txn
         for kind in SPECS
         for rid, txn in zip(
-            lake.known_rows(kind).column("record_id").to_pylist(), lake.known_rows(kind).column("txn_id").to_pylist()
+            lake.known_rows(kind).column("record_id").to_pylist(),
+            lake.known_rows(kind).column("txn_id").to_pylist(),
+            strict=True,
         )
         if rid in wanted
     }
@@ -461,7 +463,7 @@ def _names_of(rows: pa.Table, forgotten_keys: set[str]) -> set[str]:
     """The names of forgotten subjects among erased *rows* (long enough to scan for)."""
     return {
         name
-        for name, key in zip(rows.column("subject").to_pylist(), rows.column("subject_key").to_pylist())
+        for name, key in zip(rows.column("subject").to_pylist(), rows.column("subject_key").to_pylist(), strict=True)
         if key in forgotten_keys and isinstance(name, str) and len(name) >= MIN_CANARY
     }
 
@@ -705,11 +707,11 @@ def run_purge(
     for kind, t in by_kind.items():
         if t.num_rows:
             values |= erased_values(lake, kind, t.column("_row"))
-            for org, rid in zip(t.column("org").to_pylist(), t.column("record_id").to_pylist()):
+            for org, rid in zip(t.column("org").to_pylist(), t.column("record_id").to_pylist(), strict=True):
                 erased_by_org.setdefault(org, set()).add(rid)
             picked = lake.all_rows(kind).take(t.column("_row"))
             names |= _names_of(picked, forgotten_keys)
-            erased += zip(picked.column("subject_key").to_pylist(), picked.column("record_id").to_pylist())
+            erased += zip(picked.column("subject_key").to_pylist(), picked.column("record_id").to_pylist(), strict=True)
     before = _sizes(lake)
     files_rewritten = 0
     at = store.clock.read()
@@ -743,9 +745,9 @@ def run_purge(
             if gone.num_rows:  # rows an interrupted purge erased: verify and record them too
                 values |= _text_values(kind, gone)
                 names |= _names_of(gone, forgotten_keys)
-                for org, rid in zip(gone.column("org").to_pylist(), gone.column("record_id").to_pylist()):
+                for org, rid in zip(gone.column("org").to_pylist(), gone.column("record_id").to_pylist(), strict=True):
                     erased_by_org.setdefault(org, set()).add(rid)
-                erased += zip(gone.column("subject_key").to_pylist(), gone.column("record_id").to_pylist())
+                erased += zip(gone.column("subject_key").to_pylist(), gone.column("record_id").to_pylist(), strict=True)
         bar.advance()
         bar.phase(PURGE_PHASES[1])
         partitions: tuple[str, ...] = tuple(store._purge_index(erased_by_org))

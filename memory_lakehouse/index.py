@@ -244,7 +244,7 @@ class Partition:
             _unit_rows_into(rows, None if count == len(rows) else np.asarray(fresh), block)
             labels = np.arange(start, start + count, dtype=np.int64)
             self._index.add_items(block, labels, num_threads=max(1, num_threads))
-            for label, i in zip(range(start, start + count), fresh):
+            for label, i in zip(range(start, start + count), fresh, strict=True):
                 rid = record_ids[i]
                 self._ids.append(rid)
                 self._labels[rid] = label
@@ -344,7 +344,9 @@ class Partition:
                 except RuntimeError:  # hnswlib: fewer than k reachable within ef
                     ef *= 4
                     continue
-                return [(self._ids[int(label)], float(1.0 - d)) for label, d in zip(labels_[0], distances[0])]
+                return [
+                    (self._ids[int(label)], float(1.0 - d)) for label, d in zip(labels_[0], distances[0], strict=True)
+                ]
             say(f"hnsw found fewer than {k}: exact scan over {count} {what}")
             return self._exact(q, mask, count, k)
 

@@ -692,7 +692,7 @@ class Lake:
         txn_ids = [t for t in pc.unique(rows.column("txn_id")).to_pylist() if t is not None]
         commits = [view.by_txn.get(t) for t in txn_ids]
         known = [self._txn_time(c) if c is not None and c.is_memory and self._complete(c) else None for c in commits]
-        versions = [c.version if c is not None and k is not None else None for c, k in zip(commits, known)]
+        versions = [c.version if c is not None and k is not None else None for c, k in zip(commits, known, strict=True)]
         idx = pc.index_in(rows.column("txn_id"), value_set=pa.array(txn_ids, pa.string()))
         rows = rows.append_column("known_since", pc.take(pa.array(known, TS), idx))
         rows = rows.append_column("commit_version", pc.take(pa.array(versions, pa.int64()), idx))

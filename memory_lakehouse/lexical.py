@@ -120,7 +120,7 @@ class Bm25:
         if total <= 0:  # every word is in half the rows or more: no lexical evidence at all
             return out
         indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
-        for word, weight in zip(words, idf):
+        for word, weight in zip(words, idf, strict=True):
             col = self._column(word)
             if col is not None:
                 out[indices[indptr[col] : indptr[col + 1]]] += weight / total

@@ -323,7 +323,9 @@ class Maintenance:
             if adds.num_rows == 0:
                 continue
             small: dict[str, int] = {}
-            for org, size in zip(adds.column("partition.org").to_pylist(), adds.column("size_bytes").to_pylist()):
+            for org, size in zip(
+                adds.column("partition.org").to_pylist(), adds.column("size_bytes").to_pylist(), strict=True
+            ):
                 if size < target and (wanted is None or org in wanted):
                     small[org] = small.get(org, 0) + 1
             totals = {"partitions": 0, "files_removed": 0, "files_added": 0}

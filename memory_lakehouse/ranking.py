@@ -200,7 +200,7 @@ def episode_keys(kind: str, rows: pa.Table) -> list[Hashable | None]:
         return [(kind, sid) if sid else None for sid in rows.column("session_id").to_pylist()]
     sources = rows.column("source").to_pylist()
     starts = rows.column("valid_from").cast(pa.int64()).to_pylist()
-    return [(kind, src, t) if t is not None else None for src, t in zip(sources, starts)]
+    return [(kind, src, t) if t is not None else None for src, t in zip(sources, starts, strict=True)]
 
 
 def with_context(

@@ -90,7 +90,7 @@ class ReplayResult:
         )
         counts: dict[str, int] = {}
         leaked: set[str] = set()
-        for did, bad in zip(v.column("decision_id").to_pylist(), late.to_pylist()):
+        for did, bad in zip(v.column("decision_id").to_pylist(), late.to_pylist(), strict=True):
             counts[did] = counts.get(did, 0) + 1
             if bad:
                 leaked.add(did)

@@ -282,7 +282,9 @@ class Retriever:
             new_ids: list[str] = []
             new_texts: list[str] = []
             for _, rows in self._org_rows(org, ["record_id", "search_text"]):
-                for rid, text in zip(rows.column("record_id").to_pylist(), rows.column("search_text").to_pylist()):
+                for rid, text in zip(
+                    rows.column("record_id").to_pylist(), rows.column("search_text").to_pylist(), strict=True
+                ):
                     if rid not in part:
                         new_ids.append(rid)
                         new_texts.append(text)
@@ -520,10 +522,10 @@ class Retriever:
         if newer:
             small = Bm25(self._texts(newer, candidates))
             fresh = small.scores(query)
-            lists["bm25-new"] = sorted(((rid, float(s)) for rid, s in zip(newer, fresh) if s > 0), key=lambda p: -p[1])[
-                :depth
-            ]
-            newer_coverage = dict(zip(newer, small.coverage(query, idf_from=bstate.bm25).tolist()))
+            lists["bm25-new"] = sorted(
+                ((rid, float(s)) for rid, s in zip(newer, fresh, strict=True) if s > 0), key=lambda p: -p[1]
+            )[:depth]
+            newer_coverage = dict(zip(newer, small.coverage(query, idf_from=bstate.bm25).tolist(), strict=True))
         covered = bstate.bm25.coverage(query)
         ids = bstate.bm25_ids
 
@@ -567,12 +569,16 @@ class Retriever:
         key = tuple(id(t) for _, t in tables)
         with self._lock:
             memo = self._visible_memo.get(key)
-            if memo is not None and all(a is b for (_, a), (_, b) in zip(memo[0], tables)):
+            if memo is not None and all(a is b for (_, a), (_, b) in zip(memo[0], tables, strict=True)):
                 found: dict[str, tuple[str, int]] = memo[1]
                 return found
         for kind, rows in tables:
             out.update(
-                zip(rows.column("record_id").to_pylist(), zip([kind] * rows.num_rows, rows.column("_row").to_pylist()))
+                zip(
+                    rows.column("record_id").to_pylist(),
+                    zip([kind] * rows.num_rows, rows.column("_row").to_pylist(), strict=True),
+                    strict=True,
+                )
             )
         with self._lock:
             self._visible_memo[key] = (tables, out)
@@ -588,7 +594,7 @@ class Retriever:
             by_kind.setdefault(candidates[rid][0], []).append(rid)
         for kind, ids in by_kind.items():
             rows = self.lake.all_rows(kind).take(pa.array([candidates[r][1] for r in ids], pa.int64()))
-            out.update(zip(ids, SPECS[kind].search_text(rows).to_pylist()))
+            out.update(zip(ids, SPECS[kind].search_text(rows).to_pylist(), strict=True))
         return [out[r] for r in rids]
 
     def _rank(
@@ -680,7 +686,7 @@ class Retriever:
             )
             out.update(
                 (rid, key if key is not None and sizes.get(key, 0) >= min_rows else None)
-                for rid, key in zip(ids, episode_keys(kind, rows))
+                for rid, key in zip(ids, episode_keys(kind, rows), strict=True)
             )
         return out
 
@@ -702,7 +708,7 @@ class Retriever:
                 continue
             rows = np.asarray(vectors, dtype=np.float32)
             norms = np.linalg.norm(rows, axis=1)
-            out.update(zip(ids, (rows @ q / np.where(norms > 0, norms, 1.0)).tolist()))
+            out.update(zip(ids, (rows @ q / np.where(norms > 0, norms, 1.0)).tolist(), strict=True))
         return out
 
     def _top(
@@ -730,7 +736,7 @@ class Retriever:
         for kind, ids in by_kind.items():
             table = self.lake.all_rows(kind).take(pa.array([candidates[r][1] for r in ids], pa.int64()))
             table = table.append_column("search_text", SPECS[kind].search_text(table))
-            rows.update(zip(ids, table.to_pylist()))
+            rows.update(zip(ids, table.to_pylist(), strict=True))
         hits = []
         for rid, score, sig in picked:
             row = rows[rid]

@@ -671,7 +671,7 @@ class MemoryStore:
             from .lexical import lexical_scores
 
             scores = lexical_scores(symptom, [f"{e.symptom} {e.action}" for e in out])
-            out = [e for _, e in sorted(zip(scores, out), key=lambda p: -float(p[0]))]
+            out = [e for _, e in sorted(zip(scores, out, strict=True), key=lambda p: -float(p[0]))]
         return out[:k]
 
     # ------------------------------------------------------------------ policy

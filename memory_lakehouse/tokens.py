@@ -84,7 +84,7 @@ def _encoded(
         ids, offsets = encoding.ids, encoding.offsets
         cost = len(ids)
         if unk in ids:
-            cost += sum(max(0, b - a - 1) for i, (a, b) in zip(ids, offsets) if i == unk)
+            cost += sum(max(0, b - a - 1) for i, (a, b) in zip(ids, offsets, strict=True) if i == unk)
         yield offset, cost, ids, offsets
 
 
@@ -115,7 +115,7 @@ def cut(text: str, budget: int) -> tuple[str, int]:
         if not ids:  # a long run, a token a character: keep the characters that fit
             return text[: offset + budget - used], budget
         _, unk = _tokenizer()
-        for token_id, (a, b) in zip(ids, offsets):
+        for token_id, (a, b) in zip(ids, offsets, strict=True):
             piece = max(1, b - a) if token_id == unk else 1
             if used + piece > budget:
                 if piece > 1:

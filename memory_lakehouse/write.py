@@ -243,7 +243,7 @@ class Writer:
         index (`ValidationError.index`)."""
         out: list[Envelope] = []
         try:
-            for r, principal in zip(records, who):
+            for r, principal in zip(records, who, strict=True):
                 out.append(self._validate(r, principal, scope, status, now))
         except ValidationError as exc:
             raise exc.at(len(out), prefix=len(records) > 1) from None
@@ -587,9 +587,9 @@ class Writer:
         validated = self._validate_all(records, who, scope, status, now)
         bar.advance()
         bar.phase(PHASES[1])
-        prepared = list(zip(validated, self._redact(validated)))
+        prepared = list(zip(validated, self._redact(validated), strict=True))
         groups: dict[int, tuple[Principal, list[Envelope]]] = {}
-        for r, p in zip(validated, who):
+        for r, p in zip(validated, who, strict=True):
             groups.setdefault(id(p), (p, []))[1].append(r)
         for p, mine in groups.values():
             for kind in {r.kind for r in mine}:

@@ -100,7 +100,8 @@ def crossover(part: Partition, ids: list[str], rng: np.random.Generator, queries
         build = timed(lambda q, allowed=allowed: part.mask(allowed), queries, 30)
         truth = [{r for r, _ in part.search(q, k, allowed=mask, plan="exact")} for q in queries[:30]]
         hits = sum(
-            len(t & {r for r, _ in part.search(q, k, allowed=mask, plan="hnsw")}) for t, q in zip(truth, queries)
+            len(t & {r for r, _ in part.search(q, k, allowed=mask, plan="hnsw")})
+            for t, q in zip(truth, queries, strict=False)
         )
         curve.append(
             {
@@ -162,7 +163,10 @@ def main() -> None:
     truths = [{r for r, _ in part.search(q, k, plan="exact")} for q in queries[:100]]
     recall = {}
     for ef in (64, 128, 256):
-        hits = sum(len(t & {r for r, _ in part.search(q, k, plan="hnsw", ef=ef)}) for t, q in zip(truths, queries))
+        hits = sum(
+            len(t & {r for r, _ in part.search(q, k, plan="hnsw", ef=ef)})
+            for t, q in zip(truths, queries, strict=False)
+        )
         recall[f"ef={ef}"] = {
             "recall_at_k": round(hits / (100 * k), 3),
             **timed(lambda q, ef=ef: part.search(q, k, plan="hnsw", ef=ef), queries, 100),

@@ -47,7 +47,7 @@ CREATE INDEX facts_slot ON facts(org, subject, attribute, team, actor);
         known = _us(known_at)
         cur = self.db.cursor()
         with self.db:
-            for row, vec in zip(rows, vectors):
+            for row, vec in zip(rows, vectors, strict=True):
                 org = row["org"]
                 part = self.vectors.setdefault(org, [])
                 cur.execute(

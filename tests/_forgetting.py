@@ -198,7 +198,7 @@ def other_reads(store: ml.MemoryStore, times: Iterable[datetime], reader: ml.Pri
         ]
     rep = store.replay([(f"d{i}", reader, "", None, t) for i, t in enumerate(times)], kinds=KINDS)
     out["replay"] = sorted(
-        zip(rep.visible.column("decision_id").to_pylist(), rep.visible.column("record_id").to_pylist())
+        zip(rep.visible.column("decision_id").to_pylist(), rep.visible.column("record_id").to_pylist(), strict=True)
     )
     return out
 

@@ -106,16 +106,16 @@ def depth(scope: ScopeT) -> int:
 
 def sees(reader: ScopeT, row: ScopeT) -> bool:
     """A reader sees its own scope and its ancestors'."""
-    return row[0] == reader[0] and all(r is None or r == p for r, p in zip(row[1:], reader[1:]))
+    return row[0] == reader[0] and all(r is None or r == p for r, p in zip(row[1:], reader[1:], strict=True))
 
 
 def contains(outer: ScopeT, inner: ScopeT) -> bool:
     """*inner* is *outer* or inside its subtree."""
-    return all(o is None or o == i for o, i in zip(outer, inner))
+    return all(o is None or o == i for o, i in zip(outer, inner, strict=True))
 
 
 def covers(tomb: MTomb, scope: ScopeT) -> bool:
-    return all(t is None or t == s for t, s in zip(tomb.scope, scope[:3]))
+    return all(t is None or t == s for t, s in zip(tomb.scope, scope[:3], strict=True))
 
 
 @dataclass
@@ -500,8 +500,10 @@ class MemoryMachine(RuleBasedStateMachine):
         assert [a for a, _ in planned] == [r.action for r in results], (
             f"actions: model {[a for a, _ in planned]}, store {[r.action for r in results]}"
         )
-        placeholders = {row.record_id: res.record_id for (_, row), res in zip(planned, results) if row is not None}
-        for (_, row), res in zip(planned, results):
+        placeholders = {
+            row.record_id: res.record_id for (_, row), res in zip(planned, results, strict=True) if row is not None
+        }
+        for (_, row), res in zip(planned, results, strict=True):
             if row is not None:
                 row.record_id = res.record_id
                 row.supersedes = placeholders.get(row.supersedes or "", row.supersedes)
@@ -806,7 +808,7 @@ class MemoryMachine(RuleBasedStateMachine):
             ]
             decisions = [("d0", by, "plan", subject, at)] + others
             seen = store.replay(decisions, kinds=list(model_kinds)).visible
-            got = set(zip(seen.column("decision_id").to_pylist(), seen.column("record_id").to_pylist()))
+            got = set(zip(seen.column("decision_id").to_pylist(), seen.column("record_id").to_pylist(), strict=True))
             expected_pairs: set[tuple[str, str]] = set()
             for did, p, _, s, t in decisions:
                 p_scope = next(v for k, v in self.scopes.items() if _scope(v) == p.scope)

@@ -117,6 +117,6 @@ def test_a_subject_never_brings_back_a_version_whose_correction_names_another_su
     later = datetime(2026, 9, 21, tzinfo=UTC)
     decisions = [("d1", LEAD, "pool", "service:checkout", later), ("d2", LEAD, "pool", "service:payments", later)]
     seen = store.replay(decisions, kinds=["episode"]).visible
-    assert sorted(zip(seen.column("decision_id").to_pylist(), seen.column("record_id").to_pylist())) == [
+    assert sorted(zip(seen.column("decision_id").to_pylist(), seen.column("record_id").to_pylist(), strict=True)) == [
         ("d2", fixed.record_id)
     ]

@@ -286,7 +286,7 @@ def test_a_forget_hides_exactly_the_subjects_rows_inside_the_stewards_subtree(ro
         clock.advance(hours=1)
         store.forget("customer-1", by=steward_of(steward_at), reason="erasure request")
         for reader in READERS:
-            for i, ((subject, scope), res) in enumerate(zip(rows, written)):
+            for i, ((subject, scope), res) in enumerate(zip(rows, written, strict=True)):
                 forgotten = subject == "customer-1" and steward_at.contains(scope)
                 expected = None if forgotten or not scope.contains(reader.scope) else res.record_id
                 bases: tuple[dict[str, Any], ...] = ({}, {"as_of": day(1, 0.5)})

@@ -113,7 +113,7 @@ def test_exact_and_hnsw_paths_agree_on_small_data():
         fe = part.search(q, 10, allowed=allowed, plan="exact")
         fh = part.search(q, 10, allowed=allowed, plan="hnsw", ef=300)
         assert {r for r, _ in fe} == {r for r, _ in fh}
-        for (_, a), (_, b) in zip(fe, fh):
+        for (_, a), (_, b) in zip(fe, fh, strict=True):
             assert a == pytest.approx(b, abs=1e-5)
 
 

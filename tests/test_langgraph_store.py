@@ -197,7 +197,7 @@ def test_the_adapter_answers_as_in_memory_store_does_on_the_same_operations(tmp_
             held.put(item.namespace, item.key, item.value)
         reads = _reads()
         refs = [(held if isinstance(op, ListNamespacesOp) else theirs).batch([op])[0] for op in reads]
-        for mine, ref, op in zip(ours.batch(reads), refs, reads):
+        for mine, ref, op in zip(ours.batch(reads), refs, reads, strict=True):
             if isinstance(op, ListNamespacesOp):
                 assert mine == ref, op
             else:

@@ -211,7 +211,9 @@ def test_maintenance_beside_a_writer_process_loses_no_write(tmp_path):
     known = store.lake.known_rows("fact")
     child_versions = [
         v
-        for rid, v in zip(known.column("record_id").to_pylist(), known.column("commit_version").to_pylist())
+        for rid, v in zip(
+            known.column("record_id").to_pylist(), known.column("commit_version").to_pylist(), strict=True
+        )
         if rid in set(child_ids)
     ]
     compactions = [v for v, c in store.lake.views["fact"].commits.items() if c.operation == "optimize"]

@@ -130,7 +130,9 @@ def test_a_store_on_s3_writes_recalls_travels_in_time_and_audits(s3):
             travelled = set(store.lake.load_as_version("fact", version).column("record_id").to_pylist())
             as_of = {
                 rid
-                for rid, v in zip(known.column("record_id").to_pylist(), known.column("commit_version").to_pylist())
+                for rid, v in zip(
+                    known.column("record_id").to_pylist(), known.column("commit_version").to_pylist(), strict=True
+                )
                 if v <= version
             }
             assert travelled == as_of, version

@@ -58,7 +58,7 @@ def seed(store: ml.MemoryStore, n: int = 12) -> list[str]:
             scope=scope,
             evidence=f"https://crm.example/c{i}",
         )
-        for i, scope in zip(range(n), [ORG, SUPPORT, TIER2, TIER1] * n)
+        for i, scope in zip(range(n), [ORG, SUPPORT, TIER2, TIER1] * n, strict=False)
     ]
     return [r.record_id for r in store.write_many(records, by=STEWARD)]
 
@@ -341,7 +341,7 @@ def test_recall_serves_only_current_visible_versions(tmp_path_factory, writes):
     ]
     results = store.write_many(records, by=STEWARD)
     expected: dict[str, tuple] = {}  # subject -> (scope depth, valid_from, order, record_id) of the head
-    for i, ((scope, subject, _, d), res) in enumerate(zip(writes, results)):
+    for i, ((scope, subject, _, d), res) in enumerate(zip(writes, results, strict=True)):
         if res.action == "duplicate" or not MEMBER.can_read(SCOPES[scope]):
             continue
         key = (SCOPES[scope].depth, day(d), i, res.record_id)

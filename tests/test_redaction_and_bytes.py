@@ -214,7 +214,7 @@ def test_a_batch_redacts_each_record_as_a_single_write_would(store, clock):
     ]
     batch = store.write_many([fact(f"user:{i}", "note", v or "-", day(1)) for i, v in enumerate(values)], by=MEMBER)
     redactor = ml.Redactor()
-    for i, (value, result) in enumerate(zip(values, batch)):
+    for i, (value, result) in enumerate(zip(values, batch, strict=True)):
         expected, kinds = redactor.redact(value or "-")
         assert store.get_fact(f"user:{i}", "note", by=MEMBER).value == expected
         assert set(result.redacted) == set(kinds)

@@ -62,6 +62,7 @@ def test_a_per_org_fan_out_on_daft_replays_exactly_what_one_replay_does(built):
                 team.to_pylist(),
                 subject.to_pylist(),
                 decided_at.to_pylist(),
+                strict=True,
             )
             ds = [
                 (d, ml.Principal(f"agent-{o}", ml.Scope(o, dv, t), role="member"), "", sub, at)
@@ -70,7 +71,9 @@ def test_a_per_org_fan_out_on_daft_replays_exactly_what_one_replay_does(built):
             visible = s.replay(ds, kinds=["fact"]).visible
             return [
                 f"{d}|{r}"
-                for d, r in zip(visible.column("decision_id").to_pylist(), visible.column("record_id").to_pylist())
+                for d, r in zip(
+                    visible.column("decision_id").to_pylist(), visible.column("record_id").to_pylist(), strict=True
+                )
             ]
 
     frame = daft.from_pydict(

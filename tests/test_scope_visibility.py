@@ -77,7 +77,7 @@ def _build(
     subject_of: dict[str, str] = {}
     for org in ORGS:
         batch, where = [], []
-        for i, (scope, kind) in enumerate(zip(tree, kinds)):
+        for i, (scope, kind) in enumerate(zip(tree, kinds, strict=False)):  # ten kinds drawn, one per scope
             if scope.org == org:
                 batch.append(_record(kind, i, scope))
                 batch.append(fact(*SHARED, scope.path, day(1), scope=scope))
@@ -86,7 +86,7 @@ def _build(
             continue
         res = store.write_many(batch, by=ml.Principal(f"dpo-{org}", ml.Scope(org), role="steward"))
         assert len(res) == len(batch) and res.count("duplicate") == 0
-        for r, w in zip(res, where):
+        for r, w in zip(res, where, strict=True):
             if w is not None:
                 item_scope[r.record_id] = w[0]
                 subject_of[r.record_id] = w[1]

@@ -50,7 +50,7 @@ def cmd_list(args: argparse.Namespace) -> None:
         lambda: (
             [
                 f"{r.kind:<10} {r.record_id}  {row['text']}  (valid from {_when(row['valid_from'])}, source {r.source})"
-                for r, row in zip(listing, listing.to_arrow().to_pylist())
+                for r, row in zip(listing, listing.to_arrow().to_pylist(), strict=True)
             ]
             or [f"{args.subject}: nothing visible at this basis"]
         ),
@@ -93,7 +93,7 @@ def cmd_pending(args: argparse.Namespace) -> None:
         lambda: (
             [
                 f"{r.kind:<10} {r.record_id}  at {r.scope}  {row['text']}  (proposed {_when(r.known_since)})"
-                for r, row in zip(queue, queue.to_arrow().to_pylist())
+                for r, row in zip(queue, queue.to_arrow().to_pylist(), strict=True)
             ]
             or ["(no proposals pending)"]
         ),

@@ -297,7 +297,7 @@ def _matches(value: Any, wanted: Any) -> bool:
         return (
             isinstance(value, (list, tuple))
             and len(value) == len(wanted)
-            and all(_matches(a, b) for a, b in zip(value, wanted))
+            and all(_matches(a, b) for a, b in zip(value, wanted, strict=True))
         )
     return bool(value == wanted)
 
@@ -319,7 +319,11 @@ def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) ->
     path = tuple(condition.path)
     if len(namespace) < len(path):
         return False
-    pairs = zip(namespace, path) if condition.match_type == "prefix" else zip(reversed(namespace), reversed(path))
+    pairs = (
+        zip(namespace, path, strict=False)
+        if condition.match_type == "prefix"
+        else zip(reversed(namespace), reversed(path), strict=False)
+    )
     if condition.match_type not in ("prefix", "suffix"):
         raise ValidationError(f"unsupported match type {condition.match_type}", field="match_conditions")
     return all(p == "*" or n == p for n, p in pairs)
