@@ -608,7 +608,7 @@ class Lake:
         if not self.is_local:  # every file read whole through delta-rs's handler: no pyarrow dataset scan
             paths = adds.column("path").to_pylist() if adds.num_rows else []
             parts = adds.column("partition").to_pylist() if "partition" in adds.column_names else [None] * len(paths)
-            wanted = [(p, part) for p, part in zip(paths, parts) if whole or unquote(p) not in view.paths]
+            wanted = [(p, part) for p, part in zip(paths, parts, strict=True) if whole or unquote(p) not in view.paths]
             fresh = self.objects.remote.read_data_files(kind, wanted, schema)
         elif whole:
             fresh = dt.to_pyarrow_dataset().to_table()

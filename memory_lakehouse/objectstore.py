@@ -123,7 +123,7 @@ class RemoteFiles:
             return schema.empty_table()
         partitions = adds.column("partition").to_pylist() if "partition" in adds.column_names else None
         paths = adds.column("path").to_pylist()
-        return self.read_data_files(table, zip(paths, partitions or [None] * len(paths)), schema)
+        return self.read_data_files(table, zip(paths, partitions or [None] * len(paths), strict=True), schema)
 
 
 def read_table_rows(dt: Any, uri: str, storage_options: Mapping[str, str] | None, schema: pa.Schema) -> pa.Table:
