@@ -20,6 +20,7 @@ machine's copy is rebuilt without the erased rows when that machine next loads i
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import uuid
@@ -61,6 +62,9 @@ LEDGER_SCHEMA = pa.schema(
         pa.field("reason", pa.string()),
         pa.field("scope", pa.string()),  # the steward's scope: the subtree the tombstone covers
         pa.field("txn_ids", pa.list_(pa.string())),  # commits that wrote the hidden rows (audit after purge)
+    # one-way fingerprints of the hidden rows (`erasure_fingerprint`): a re-run of an undated
+    # one is refused (`Writer._erased_history`). Ledgers made before it lack the column.
+    pa.field("fingerprints", pa.list_(pa.string())),
     ]
 )
 
@@ -73,6 +77,29 @@ LEDGER_CONFIG = {
     "delta.enableExpiredLogCleanup": "false",
     "delta.enableChangeDataFeed": "false",
 }
+
+
+def erasure_fingerprint(kind: str, lineage_id: str, scope: Scope, content_hash: str) -> str:
+    """What the ledger keeps of one erased row: which record it was, and no content.
+
+    A record with no world time of its own (a note, memory or summary written without
+    ``valid_from``) is dated by the clock at the write, so world time cannot tell a re-run
+    of an erased one from new memory. Its fingerprint can: the same kind, slot, scope and
+    content is the erased row again. The hash is one-way and salted like `subject_key`,
+    the suppression list of a mailing system: the ledger can say "this was erased"
+    without saying what it was.
+    """
+    raw = "\x1f".join((kind, lineage_id, scope.path, content_hash))
+    return hashlib.sha256(b"memlake-erased\x00" + raw.encode()).hexdigest()[:32]
+
+
+def fingerprints_of(rows: pa.Table, kind: str) -> list[str]:
+    """`erasure_fingerprint` of each stored row of *kind* in *rows*."""
+    cols = [rows.column(c).to_pylist() for c in ("lineage_id", "org", "division", "team", "actor", "content_hash")]
+    return [
+        erasure_fingerprint(kind, lineage, Scope(org, division, team, actor), chash)
+        for lineage, org, division, team, actor, chash in zip(*cols, strict=True)
+    ]
 
 
 @dataclass(frozen=True)
@@ -88,6 +115,7 @@ class Tombstone:
     reason: str | None
     scope: str | None
     txn_ids: tuple[str, ...] = ()
+    fingerprints: tuple[str, ...] = ()
 
     @property
     def scope_parts(self) -> tuple[str | None, str | None, str | None]:
@@ -149,10 +177,17 @@ class Ledger:
             self._dt = DeltaTable(self.uri, storage_options=self.storage_options)
         if self._dt.version() == self._version:
             return False
-        rows = read_table_rows(self._dt, self.uri, self.storage_options, LEDGER_SCHEMA)
+        rows = read_table_rows(self._dt, self.uri, self.storage_options, self._stored_schema())
+        for missing in (f for f in LEDGER_SCHEMA if f.name not in rows.column_names):
+            rows = rows.append_column(missing, pa.nulls(rows.num_rows, missing.type))
         self._entries = rows.sort_by("at").to_pylist()
         self._version = self._dt.version()
         return True
+
+    def _stored_schema(self) -> pa.Schema:
+        """`LEDGER_SCHEMA` less the columns this ledger was made before (read as nulls)."""
+        stored = set(self._dt.schema().to_arrow().names)
+        return pa.schema([f for f in LEDGER_SCHEMA if f.name in stored])
 
     @property
     def version(self) -> int:
@@ -170,6 +205,7 @@ class Ledger:
                 e["reason"],
                 e.get("scope"),
                 tuple(e.get("txn_ids") or ()),
+                tuple(e.get("fingerprints") or ()),
             )
             for e in self._entries
             if e["op"] == "forget"
@@ -191,6 +227,7 @@ class Ledger:
         return Forgotten(
             tombstones=tuple((t.subject_key, t.generation, t.at, *t.scope_parts) for t in tombs),
             record_ids=frozenset(i for t in tombs for i in t.record_ids),
+            fingerprints=frozenset(f for t in tombs for f in t.fingerprints),
         )
 
     def append(
@@ -206,6 +243,7 @@ class Ledger:
         scope: str | None,
         metadata: Mapping[str, str],
         txn_ids: Sequence[str] = (),
+        fingerprints: Sequence[str] = (),
     ) -> str:
         entry_id = "led_" + uuid.uuid4().hex
         row = {
@@ -219,7 +257,10 @@ class Ledger:
             "reason": reason,
             "scope": scope,
             "txn_ids": sorted(set(txn_ids)),
+            "fingerprints": sorted(set(fingerprints)),
         }
+        # a ledger made before a column gains it with its first new entry (older ones read null)
+        evolve = len(self._stored_schema()) < len(LEDGER_SCHEMA)
         with storage_errors(f"write to the deletion ledger at {self.uri}"):
             write_deltalake(
                 self.uri,
@@ -227,6 +268,7 @@ class Ledger:
                 mode="append",
                 commit_properties=CommitProperties(custom_metadata=dict(metadata)),
                 storage_options=self.storage_options,
+                **({"schema_mode": "merge"} if evolve else {}),
             )
         self.refresh()
         return entry_id
@@ -277,17 +319,14 @@ def forget_subject(
     meta = commit_metadata(
         txn_id=new_txn_id(), committed_at=at, op="forget", actor=principal.id, reason=clean_reason, records=len(ids)
     )
-    wanted = set(ids)
-    txns = {
-        txn
-        for kind in SPECS
-        for rid, txn in zip(
-            lake.known_rows(kind).column("record_id").to_pylist(),
-            lake.known_rows(kind).column("txn_id").to_pylist(),
-            strict=True,
-        )
-        if rid in wanted
-    }
+    wanted = pa.array(sorted(set(ids)), pa.string())
+    txns: set[str] = set()
+    fingerprints: list[str] = []
+    for kind in SPECS:
+        known = lake.known_rows(kind)
+        hidden = known.filter(pc.is_in(known.column("record_id"), value_set=wanted))
+        txns.update(hidden.column("txn_id").to_pylist())
+        fingerprints += fingerprints_of(hidden, kind)
     entry = ledger.append(
         "forget",
         subject_key=key,
@@ -299,6 +338,7 @@ def forget_subject(
         scope=principal.scope.path,
         metadata=meta,
         txn_ids=sorted(txns),
+        fingerprints=fingerprints,
     )
     return ForgetReport(key, generation, tuple(ids), at, entry, principal.scope.path)
 

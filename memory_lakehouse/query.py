@@ -68,6 +68,8 @@ class Forgotten:
 
     tombstones: tuple[tuple[str, int, datetime, str | None, str | None, str | None], ...] = ()
     record_ids: frozenset[str] = frozenset()
+    #: `forget.erasure_fingerprint` of every row a forget hid: what an undated re-run must not bring back
+    fingerprints: frozenset[str] = frozenset()
 
     @property
     def empty(self) -> bool:

@@ -13,8 +13,10 @@ batch's subject names); a row carries only the reason its own record gives.
 
 Erased history stays erased: a record about a subject forgotten (inside the forget's
 subtree) at or after the record's ``valid_from`` is never written — the same for a
-record scoped to a forgotten actor. The ledger outlives every purge, so a re-run
-backfill cannot bring an erased customer back. `write_many` drops such records and
+record scoped to a forgotten actor; an undated record (a note without ``valid_from``)
+that is a row a forget erased, again, is not written either (by its fingerprint in the
+ledger). The ledger outlives every purge, so a re-run backfill cannot bring an erased
+customer back. `write_many` drops such records and
 reports each (action ``"forgotten"``, no record id) and writes the rest; `write`,
 `propose` and `approve` of one such record raise `StaleGeneration` (nothing written).
 Memory valid *after* the forget is a new life of the subject: written at its current
@@ -38,7 +40,7 @@ import pyarrow as pa
 from . import conversation
 from . import policy as policy_rules
 from .errors import PermissionDenied, StaleGeneration, ValidationError
-from .forget import scrub_subjects
+from .forget import erasure_fingerprint, scrub_subjects
 from .lake import Lake, commit_metadata, new_txn_id
 from .limits import DEFAULT_MAX_TEXT_BYTES, check_limit, check_record_text, check_text
 from .progress import Progress
@@ -611,7 +613,7 @@ class Writer:
                 raise StaleGeneration(key, expected, current.get(key, 0))
         bar.advance()
         bar.phase(PHASES[2])
-        refused = self._erased_history(validated)
+        refused = self._erased_history(validated, undated=[r.valid_interval[0] is None for r in records])
         planned = self._reconcile([p for i, p in enumerate(prepared) if i not in refused], status, reconcile)
         if refused:  # dropped records keep their place in the results
             kept = iter(planned)
@@ -661,22 +663,31 @@ class Writer:
                 res.__dict__.update(txn_id=txn_id, version=versions.get(rec.kind), known_since=committed_at)
         return BatchResult(tuple(res for _, res, _ in planned), txn_id, versions, committed_at)
 
-    def _erased_history(self, records: Sequence[Envelope]) -> set[int]:
+    def _erased_history(self, records: Sequence[Envelope], *, undated: Sequence[bool]) -> set[int]:
         """Input positions of the records a forget erased.
 
         A record is erased history when a tombstone of its subject (or of its scope's
         actor) covers its scope and was written at or after the record's ``valid_from``.
-        The ledger is the judge (it survives purge); `_commit` read it just before.
+        A record written without world time of its own (*undated*: a note with no
+        ``valid_from``; the clock at the write dates it, after the forget) is erased
+        history when it is a row a forget hid, again: same kind, slot, scope and content
+        (`forget.erasure_fingerprint`). The ledger is the judge (it survives purge);
+        `_commit` read it just before.
         """
-        tombstones = self.vis.forgotten.tombstones
-        if not tombstones:
+        forgotten = self.vis.forgotten
+        if not forgotten.tombstones:
             return set()
         by_key: dict[str, list[tuple[Any, ...]]] = {}
-        for t in tombstones:
+        for t in forgotten.tombstones:
             by_key.setdefault(t[0], []).append(t)
         out: set[int] = set()
         for i, r in enumerate(records):
             assert r.scope is not None  # validated
+            if undated[i] and forgotten.fingerprints:
+                lineage = SPECS[r.kind].slot(r, _placed(r))
+                if erasure_fingerprint(r.kind, lineage, r.scope, _content_hash(r)) in forgotten.fingerprints:
+                    out.add(i)
+                    continue
             keys = [subject_key(r.subject_name)] + ([subject_key(r.scope.actor)] if r.scope.actor else [])
             valid_from = r.valid_interval[0]
             for key in keys:

@@ -10,7 +10,9 @@ subject: written, served, and hidden again by the next forget.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
+import pyarrow as pa
 import pytest
 from _forgetting import canary, files_holding, open_store
 from _support import CURATOR, MEMBER, STEWARD, SimClock, day, fact, snapshot
@@ -121,6 +123,83 @@ def test_new_facts_about_a_returning_subject_are_a_new_life(world):
     assert store.get_fact(SUBJECT, "plan", by=MEMBER) is None
     clock.advance(days=1)
     assert store.write_many([fact(SUBJECT, "plan", "Basic", day(12))], by=CURATOR).counts["forgotten"] == 1
+
+
+def _session_notes(can: str, session: str = "sess-17") -> list[ml.Note]:
+    """Undated notes: no world time of their own, the clock at the write dates them."""
+    return [
+        ml.Note(session, "scratch", f"{can} call back about the parcel", subject=SUBJECT, ttl=timedelta(days=365)),
+        ml.Note("sess-16", "scratch", "call back customer 16", subject="customer:16", ttl=timedelta(days=365)),
+    ]
+
+
+def _notes_of(store, session: str) -> list[str]:
+    hits = store.recall("call back about the parcel", by=MEMBER, kinds=["note"], k=20)
+    return sorted(h.record.value for h in hits if h.record.session_id == session)
+
+
+@pytest.mark.parametrize("purged", [False, True])
+def test_a_rerun_of_undated_notes_does_not_bring_erased_ones_back(world, purged):
+    store, clock, can, root = world
+    assert store.write_many(_session_notes(can), by=MEMBER).counts["inserted"] == 2
+    clock.advance(days=1)
+    store.forget(SUBJECT, by=STEWARD, reason="erasure request")
+    if purged:
+        assert store.purge(by=STEWARD).verified
+    clock.advance(days=1)  # the re-run is dated after the forget: world time cannot tell it from news
+
+    again = store.write_many(_session_notes(can), by=MEMBER)
+
+    assert [r.action for r in again] == ["forgotten", "duplicate"]
+    assert _notes_of(store, "sess-17") == []
+    with pytest.raises(ml.StaleGeneration):
+        store.write(_session_notes(can)[0], by=MEMBER)
+    if purged:
+        assert files_holding([root], [can]) == {}
+
+
+def test_a_returning_subjects_new_undated_notes_are_a_new_life(world):
+    store, clock, can, _ = world
+    store.write_many(_session_notes(can), by=MEMBER)
+    clock.advance(days=1)
+    store.forget(SUBJECT, by=STEWARD, reason="erasure request")
+    clock.advance(days=1)
+
+    new_session = store.write(_session_notes(can, session="sess-99")[0], by=MEMBER)  # same words, a new session
+    changed = store.write(ml.Note("sess-17", "scratch", "parcel found", subject=SUBJECT), by=MEMBER)
+
+    assert (new_session.action, changed.action) == ("inserted", "inserted")
+    assert _notes_of(store, "sess-99") == [f"{can} call back about the parcel"]
+    assert _notes_of(store, "sess-17") == ["parcel found"]
+
+
+def test_a_ledger_made_before_fingerprints_is_read_and_gains_them(tmp_path):
+    from deltalake import DeltaTable, write_deltalake
+
+    from memory_lakehouse.forget import LEDGER_CONFIG, LEDGER_SCHEMA
+    from memory_lakehouse.records import subject_key
+
+    old_schema = pa.schema([f for f in LEDGER_SCHEMA if f.name != "fingerprints"])
+    ledger = str(tmp_path / "ledger")
+    DeltaTable.create(ledger, schema=old_schema, configuration=LEDGER_CONFIG)
+    old_entry = {
+        "entry_id": "led_old", "op": "forget", "subject_key": subject_key("customer:16"), "generation": 1,
+        "record_ids": [], "at": day(5), "by": "dpo", "reason": "erasure request", "scope": "acme", "txn_ids": [],
+    }  # fmt: skip
+    write_deltalake(ledger, pa.Table.from_pylist([old_entry], schema=old_schema), mode="append")
+    clock = SimClock(day(10))
+
+    store = open_store(tmp_path / "store", clock=clock, ledger=ledger)
+    assert store.generation("customer:16") == 1  # the old entry is read
+    store.write_many(_session_notes("x"), by=MEMBER)
+    clock.advance(days=1)
+    store.forget(SUBJECT, by=STEWARD, reason="erasure request")  # its entry adds the column
+    clock.advance(days=1)
+
+    assert "fingerprints" in DeltaTable(ledger).schema().to_arrow().names
+    reopened = open_store(tmp_path / "store", clock=clock, ledger=ledger)
+    assert reopened.generation("customer:16") == 1
+    assert [r.action for r in reopened.write_many(_session_notes("x"), by=MEMBER)] == ["forgotten", "duplicate"]
 
 
 def test_a_forget_in_another_subtree_refuses_nothing_outside_it(world):
