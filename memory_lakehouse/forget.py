@@ -62,9 +62,9 @@ LEDGER_SCHEMA = pa.schema(
         pa.field("reason", pa.string()),
         pa.field("scope", pa.string()),  # the steward's scope: the subtree the tombstone covers
         pa.field("txn_ids", pa.list_(pa.string())),  # commits that wrote the hidden rows (audit after purge)
-    # one-way fingerprints of the hidden rows (`erasure_fingerprint`): a re-run of an undated
-    # one is refused (`Writer._erased_history`). Ledgers made before it lack the column.
-    pa.field("fingerprints", pa.list_(pa.string())),
+        # one-way fingerprints of the hidden rows (`erasure_fingerprint`): a re-run of an undated
+        # one is refused (`Writer._erased_history`). Ledgers made before it lack the column.
+        pa.field("fingerprints", pa.list_(pa.string())),
     ]
 )
 
