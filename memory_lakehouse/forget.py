@@ -268,7 +268,7 @@ class Ledger:
                 mode="append",
                 commit_properties=CommitProperties(custom_metadata=dict(metadata)),
                 storage_options=self.storage_options,
-                **({"schema_mode": "merge"} if evolve else {}),
+                schema_mode="merge" if evolve else None,
             )
         self.refresh()
         return entry_id
