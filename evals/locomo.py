@@ -30,11 +30,12 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import memory_lakehouse as ml
+from memory_lakehouse.capture import loaders
 
 #: Ranks are read this deep: NDCG@5 over sessions needs the turns of five sessions.
 DEPTH = 50
@@ -83,41 +84,14 @@ class Conversation:
         return max(self.dates.values()) + timedelta(days=1)
 
 
-_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})", re.I)
-_MONTHS = {
-    m: i
-    for i, m in enumerate(
-        (
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        ),
-        start=1,
-    )
-}
-
-
 def parse_date(text: str) -> datetime:
-    """A LoCoMo session date, e.g. ``"1:56 pm on 8 May, 2023"``, as an aware UTC datetime.
+    """A LoCoMo session date, e.g. ``"1:56 pm on 8 May, 2023"``, as an aware UTC datetime (the
+    store's own loader reads it: one parser of the benchmark's dates).
 
     >>> parse_date("1:56 pm on 8 May, 2023").isoformat()
     '2023-05-08T13:56:00+00:00'
     """
-    m = _DATE.search(text)
-    if not m:
-        raise ValueError(f"not a LoCoMo session date: {text!r}")
-    hour, minute, half, day, month, year = m.groups()
-    h = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
-    return datetime(int(year), _MONTHS[month.lower()], int(day), h, int(minute), tzinfo=UTC)
+    return loaders.parse_date(text, "locomo", "session", "date_time")
 
 
 def normalise_evidence(raw: Sequence[str]) -> list[str]:
