@@ -13,8 +13,8 @@ import pytest
 from _model import FACTORY, MemoryMachine
 from hypothesis import HealthCheck, settings
 
-EXAMPLES = int(os.environ.get("MEMLAKE_MODEL_EXAMPLES", "60"))
-STEPS = int(os.environ.get("MEMLAKE_MODEL_STEPS", "25"))
+EXAMPLES = int(os.environ.get("MEMLAKE_MODEL_EXAMPLES", "300"))
+STEPS = int(os.environ.get("MEMLAKE_MODEL_STEPS", "30"))
 
 
 @pytest.fixture(scope="module", autouse=True)
