@@ -115,7 +115,24 @@ def generate(seed: int, incidents: int) -> tuple[list[Event], set[str], list[tup
     return events, openable, questions
 
 
-_EVIDENCE = re.compile(r"evidence (\S+?)\]?$")
+_META = re.compile(r"\[([^\[\]]*)\]$")
+
+
+def cited_evidence(line: str) -> str | None:
+    """The evidence a context line cites: the ``evidence …`` part of its closing ``[…]``,
+    wherever it stands there (a cut line ends ``; cut]``).
+
+    >>> cited_evidence("- rolled back v2.3 [episode; valid 2026-01-02; source pd; evidence pd:INC-7]")
+    'pd:INC-7'
+    >>> cited_evidence("- rolled back … [episode; valid 2026-01-02; source pd; evidence pd:INC-7; cut]")
+    'pd:INC-7'
+    >>> cited_evidence("- rolled back v2.3 [episode; source pd]") is None
+    True
+    """
+    found = _META.search(line)
+    parts = found.group(1).split("; ") if found else []
+    return next((p.removeprefix("evidence ") for p in parts if p.startswith("evidence ")), None)
+
 
 
 def run(ctx: Context) -> EvalResult:
@@ -154,8 +171,7 @@ def run(ctx: Context) -> EvalResult:
         block = store.context(question, by=ASKER, budget_tokens=400, k=6)
         for line in block.splitlines()[1:]:
             lines += 1
-            found = _EVIDENCE.search(line.split("; ")[-1])
-            lines_openable += bool(found and found.group(1).rstrip("]") in openable)
+            lines_openable += cited_evidence(line) in openable
         ctx.tick(NAME, n + 1, len(questions))
     metrics = [
         Metric(

@@ -115,6 +115,22 @@ def test_provenance_fails_on_a_store_that_drops_provenance(tmp_path):
     assert metric(result, "served items carrying").passed is False
 
 
+def test_a_context_line_cut_to_the_budget_still_counts_as_citing_its_evidence(tmp_path):
+    from _support import CURATOR, MEMBER, day, episode
+
+    from evals.provenance import cited_evidence
+
+    store = ml.open(tmp_path / "store", embedder=ml.HashingEmbedder())
+    long_symptom = "checkout latency spikes " + "after the deploy of the pricing service " * 40
+    store.write(episode("checkout", long_symptom, "fixed", day(1), source="pd", evidence="pd:INC-7"), by=CURATOR)
+
+    block = store.context("checkout latency", by=MEMBER, budget_tokens=80)
+
+    (line,) = block.splitlines()[1:]
+    assert line.endswith("; cut]")  # the case the eval used to miss: the citation is not the last part
+    assert cited_evidence(line) == "pd:INC-7"
+
+
 def test_scope_isolation_serves_no_cross_scope_item_while_naive_memory_does(tmp_path):
     result = run("scope", tmp_path)
     assert result.passed, result.failures()
