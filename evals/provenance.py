@@ -134,7 +134,6 @@ def cited_evidence(line: str) -> str | None:
     return next((p.removeprefix("evidence ") for p in parts if p.startswith("evidence ")), None)
 
 
-
 def run(ctx: Context) -> EvalResult:
     seed = ctx.seed(NAME)
     incidents = ctx.size("provenance.incidents", 20, 150)
