@@ -40,7 +40,29 @@ OPEN = (
 )
 
 
-def run(root: Path, commits: int, policy: ml.MaintenancePolicy, marks: list[int]) -> dict:
+def tombstones_in_checkpoint(table: Path) -> int | None:
+    """Remove actions (tombstones) in the newest checkpoint of *table*: state every commit carries."""
+    import pyarrow.parquet as pq
+
+    checkpoints = sorted((table / "_delta_log").glob("*.checkpoint.parquet"))
+    if not checkpoints:
+        return None
+    removes = pq.read_table(checkpoints[-1], columns=["remove"]).column("remove")
+    return len(removes) - removes.null_count
+
+
+def keep_tombstones_for(root: Path, retention: str) -> None:
+    """Create the store's tables, then set how long their tombstones stay in the log's state."""
+    from deltalake import DeltaTable
+
+    ml.open(root, embedder=ml.HashingEmbedder()).close()
+    for log in sorted(root.glob("*/_delta_log")):
+        DeltaTable(str(log.parent)).alter.set_table_properties({"delta.deletedFileRetentionDuration": retention})
+
+
+def run(root: Path, commits: int, policy: ml.MaintenancePolicy, marks: list[int], retention: str | None) -> dict:
+    if retention is not None:
+        keep_tombstones_for(root, retention)
     now = [T0]
     store = ml.open(root, clock=lambda: now[0], embedder=ml.HashingEmbedder(), maintenance=policy)
     writers = [ml.Principal(f"agent{o}", ml.Scope(f"org{o}"), role="curator") for o in range(ORGS)]
@@ -74,6 +96,7 @@ def run(root: Path, commits: int, policy: ml.MaintenancePolicy, marks: list[int]
         }
     status = store.maintenance.status().tables["fact"]
     out["fact_files"], out["fact_log_files"], out["fact_version"] = status.files, status.log_files, status.version
+    out["fact_tombstones_in_checkpoint"] = tombstones_in_checkpoint(root / "fact")
     store.close()
     opened = subprocess.run([sys.executable, "-c", OPEN, str(root)], capture_output=True, text=True, check=True)
     out["open_ms_fresh_process"] = float(opened.stdout.strip().splitlines()[-1])
@@ -85,6 +108,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--commits", type=int, default=10_000)
     parser.add_argument("--every", type=int, default=500, help="the maintained store's every_commits")
     parser.add_argument("--modes", default="plain,maintained")
+    parser.add_argument(
+        "--tombstone-retention",
+        default=None,
+        help="set the tables' delta.deletedFileRetentionDuration (e.g. 'interval 2 minutes'): a run compresses "
+        "weeks of commits into minutes, so the default week keeps every tombstone it makes",
+    )
     args = parser.parse_args(argv)
     marks = [m for m in (10, 1_000, 10_000) if m <= args.commits] or [args.commits]
     if args.commits not in marks:
@@ -93,11 +122,16 @@ def main(argv: list[str] | None = None) -> None:
         "plain": ml.MaintenancePolicy(None, None),
         "maintained": ml.MaintenancePolicy(every_commits=args.every, every_bytes=None),
     }
-    report: dict = {"commits": args.commits, "every_commits": args.every, "window": WINDOW}
+    report: dict = {
+        "commits": args.commits,
+        "every_commits": args.every,
+        "window": WINDOW,
+        "tombstone_retention": args.tombstone_retention,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes.split(","):
             started = time.perf_counter()
-            report[mode] = run(Path(tmp) / mode, args.commits, policies[mode], marks)
+            report[mode] = run(Path(tmp) / mode, args.commits, policies[mode], marks, args.tombstone_retention)
             report[mode]["seconds"] = round(time.perf_counter() - started, 1)
             print(json.dumps({mode: report[mode]}), file=sys.stderr, flush=True)
     print(json.dumps(report, indent=2))
