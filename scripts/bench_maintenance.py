@@ -51,18 +51,18 @@ def tombstones_in_checkpoint(table: Path) -> int | None:
     return len(removes) - removes.null_count
 
 
-def keep_tombstones_for(root: Path, retention: str) -> None:
-    """Create the store's tables, then set how long their tombstones stay in the log's state."""
+def set_table_properties(root: Path, properties: dict[str, str]) -> None:
+    """Create the store's tables, then set Delta *properties* on each (an operator's ALTER TABLE)."""
     from deltalake import DeltaTable
 
     ml.open(root, embedder=ml.HashingEmbedder()).close()
     for log in sorted(root.glob("*/_delta_log")):
-        DeltaTable(str(log.parent)).alter.set_table_properties({"delta.deletedFileRetentionDuration": retention})
+        DeltaTable(str(log.parent)).alter.set_table_properties(properties)
 
 
-def run(root: Path, commits: int, policy: ml.MaintenancePolicy, marks: list[int], retention: str | None) -> dict:
-    if retention is not None:
-        keep_tombstones_for(root, retention)
+def run(root: Path, commits: int, policy: ml.MaintenancePolicy, marks: list[int], properties: dict[str, str]) -> dict:
+    if properties:
+        set_table_properties(root, properties)
     now = [T0]
     store = ml.open(root, clock=lambda: now[0], embedder=ml.HashingEmbedder(), maintenance=policy)
     writers = [ml.Principal(f"agent{o}", ml.Scope(f"org{o}"), role="curator") for o in range(ORGS)]
@@ -114,6 +114,12 @@ def main(argv: list[str] | None = None) -> None:
         help="set the tables' delta.deletedFileRetentionDuration (e.g. 'interval 2 minutes'): a run compresses "
         "weeks of commits into minutes, so the default week keeps every tombstone it makes",
     )
+    parser.add_argument(
+        "--log-retention",
+        default=None,
+        help="set the tables' delta.logRetentionDuration (e.g. 'interval 1 minute'; the store keeps 100 years): "
+        "a checkpoint then deletes the commit files older than that, which `_commits` already holds",
+    )
     args = parser.parse_args(argv)
     marks = [m for m in (10, 1_000, 10_000) if m <= args.commits] or [args.commits]
     if args.commits not in marks:
@@ -127,11 +133,20 @@ def main(argv: list[str] | None = None) -> None:
         "every_commits": args.every,
         "window": WINDOW,
         "tombstone_retention": args.tombstone_retention,
+        "log_retention": args.log_retention,
+    }
+    properties = {
+        name: value
+        for name, value in (
+            ("delta.deletedFileRetentionDuration", args.tombstone_retention),
+            ("delta.logRetentionDuration", args.log_retention),
+        )
+        if value is not None
     }
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes.split(","):
             started = time.perf_counter()
-            report[mode] = run(Path(tmp) / mode, args.commits, policies[mode], marks, args.tombstone_retention)
+            report[mode] = run(Path(tmp) / mode, args.commits, policies[mode], marks, properties)
             report[mode]["seconds"] = round(time.perf_counter() - started, 1)
             print(json.dumps({mode: report[mode]}), file=sys.stderr, flush=True)
     print(json.dumps(report, indent=2))
