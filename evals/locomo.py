@@ -159,6 +159,18 @@ def dia_id_of(hit: ml.Hit) -> str:
     return str(record.uri).rsplit("/", 1)[-1]
 
 
+def turn_record(conv: Conversation, turn: Turn) -> ml.Reference:
+    """The memory one turn becomes (the ``"reference"`` loader): what the store and the naive memory hold."""
+    return ml.Reference(
+        uri=f"locomo:{conv.name}/{turn.dia_id}",
+        title=f"{turn.speaker} (session {turn.session})",
+        content=turn.text,
+        published_at=conv.dates[turn.session],
+        source=f"locomo:{conv.name}",
+        scope=STEWARD.scope,
+    )
+
+
 def load_conversation(
     store: ml.MemoryStore, conv: Conversation, clock: SimulatedClock, loader: str = "reference"
 ) -> dict[str, str]:
@@ -178,17 +190,7 @@ def load_conversation(
         when = conv.dates[session]
         clock.set(when)
         turns = [t for t in conv.turns if t.session == session]
-        records = [
-            ml.Reference(
-                uri=f"locomo:{conv.name}/{t.dia_id}",
-                title=f"{t.speaker} (session {t.session})",
-                content=t.text,
-                published_at=when,
-                source=f"locomo:{conv.name}",
-                scope=STEWARD.scope,
-            )
-            for t in turns
-        ]
+        records = [turn_record(conv, t) for t in turns]
         results = store.write_many(records, by=STEWARD, reason="locomo eval")
         ids.update((t.dia_id, r.record_id) for t, r in zip(turns, results, strict=True))
     clock.set(conv.asked_at)

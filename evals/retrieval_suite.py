@@ -34,6 +34,27 @@ def locomo_folder(ctx: Context) -> Path | None:
     return None
 
 
+def naive_on_locomo(folder: Path, ctx: Context) -> dict[str, Any]:
+    """The naive memory on the same LoCoMo turns (`locomo.turn_record`), each question its cosine
+    top 50 inside the tenant; pooled over every conversation (nothing is tuned, nothing held out)."""
+    from . import locomo
+
+    outcomes = []
+    for conv in locomo.read_dir(folder):
+        naive = ctx.naive()
+        scope = locomo.STEWARD.scope
+        naive.add(
+            [
+                naive_item(locomo.turn_record(conv, t), t.dia_id, scope, conv.dates[t.session], t.dia_id)
+                for t in conv.turns
+            ]
+        )
+        for q in conv.questions:
+            ranked = [h.item.label for h in naive.search(q.text, org=scope.org, k=50)]
+            outcomes.append(locomo.score_question(q, ranked))
+    return locomo.summarise(outcomes)
+
+
 def run(ctx: Context) -> EvalResult:
     fixture = retrieval.Fixture.load(retrieval.FIXTURE)
     store = ctx.open_store(NAME, lambda: fixture.now)
@@ -112,13 +133,15 @@ def run(ctx: Context) -> EvalResult:
 
         report = locomo.evaluate(folder, embedder=ctx.embedder)
         report.pop("per_conv")
-        details["locomo"] = {"path": str(folder), **report}
+        naive_locomo = naive_on_locomo(folder, ctx)
+        details["locomo"] = {"path": str(folder), **report, "naive": naive_locomo}
         for setting, res in report["results"].items():
             for measure in ("session_hit@1", "turn_r@5"):
                 metrics.append(
                     Metric(
                         f"LoCoMo {measure.replace('_', ' ')} — {setting} (each conversation held out)",
                         res["pooled"][measure],
+                        naive_locomo[measure] if setting == "default" else None,
                         unit="score",
                         data=str(folder),
                         short=f"locomo {measure.split('_')[1]} {setting}",

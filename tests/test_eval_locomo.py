@@ -103,3 +103,18 @@ def test_the_stores_own_loader_is_measured_the_same_way_and_its_hits_name_their_
     for name in locomo.SETTINGS:  # the same questions are scored either way
         assert report["results"][name]["pooled"]["questions"] == reference["results"][name]["pooled"]["questions"]
     assert report["results"]["bm25"]["pooled"]["session_hit@1"] >= 0.5
+
+
+def test_the_naive_memory_is_asked_every_question_over_the_same_turns(sample, tmp_path):
+    from evals import core, retrieval_suite
+
+    ctx = core.Context(quick=False, embedder=EMBEDDER, workdir=tmp_path / "work")
+    try:
+        naive = retrieval_suite.naive_on_locomo(sample[0].parent, ctx)
+    finally:
+        ctx.close()
+    report = locomo.evaluate(sample[0].parent, embedder=EMBEDDER)
+    assert naive["questions"] == report["results"]["default"]["pooled"]["questions"]
+    assert 0.0 <= naive["session_hit@1"] <= 1.0 and 0.0 <= naive["turn_r@5"] <= 1.0
+    # the same vectors rank the same turns: naive equals the store's vector signal alone
+    assert naive["turn_r@5"] == report["results"]["vector"]["pooled"]["turn_r@5"]
