@@ -40,6 +40,7 @@ SEEDS: dict[str, int] = {
     "contradiction": 150_007,
     "skew": 150_008,
     "policy": 150_009,
+    "retrieval_lme": 150_010,
 }
 
 _OPS: dict[str, Callable[[float, float], bool]] = {

@@ -8,7 +8,10 @@ hybrid beats both single signals is `memlake eval retrieval`'s own gate (issue 1
 reported here, not gated twice. A full run (not ``--quick``) also reports the LoCoMo dev
 conversations (``--data``, else ``../shared/data/locomo-dev``; skipped when absent):
 session Hit@1 and turn R@5 of the default ranking and of each signal alone, each
-conversation held out in turn (`evals.locomo`).
+conversation held out in turn (`evals.locomo`), and the naive memory on the same turns;
+and a generated LongMemEval-format sample (`evals.longmemeval`: each question's haystack
+loaded by the store's own loader), turn R@5 and session recall_all@5 per question type
+of the default, each signal alone and the naive memory.
 """
 
 from __future__ import annotations
@@ -53,6 +56,36 @@ def naive_on_locomo(folder: Path, ctx: Context) -> dict[str, Any]:
             ranked = [h.item.label for h in naive.search(q.text, org=scope.org, k=50)]
             outcomes.append(locomo.score_question(q, ranked))
     return locomo.summarise(outcomes)
+
+
+def longmemeval_format(ctx: Context, questions: int, metrics: list[Metric]) -> dict[str, Any]:
+    """The generated LongMemEval-format sample through the store's loader and the naive memory;
+    appends its metrics, returns its report."""
+    from . import longmemeval
+
+    seed = ctx.seed("retrieval_lme")
+    report = longmemeval.evaluate(
+        longmemeval.generate(seed, questions),
+        open_store=lambda root, clock: ctx.wrap(ml.open(str(root), clock=clock, embedder=ctx.embedder)),
+        naive=ctx.naive,
+        tick=lambda done, total: ctx.tick(f"{NAME} (LongMemEval format)", done, total),
+    )
+    data = f"generated LongMemEval-format sample (seed {seed}, {report['questions']} questions)"
+    naive = report["results"]["naive"]
+    for setting in longmemeval.SETTINGS:
+        res = report["results"][setting]
+        for measure, label in (("session_recall_all@5", "session recall_all@5"), ("turn_r@5", "turn R@5")):
+            metrics.append(
+                Metric(
+                    f"LongMemEval-format {label} — {setting}",
+                    res[measure],
+                    naive[measure] if setting == "default" else None,
+                    unit="score",
+                    data=data,
+                    short=f"lme {'turn R@5' if measure == 'turn_r@5' else 'all@5'} {setting}",
+                )
+            )
+    return {"data": data, **report}
 
 
 def run(ctx: Context) -> EvalResult:
@@ -147,6 +180,9 @@ def run(ctx: Context) -> EvalResult:
                         short=f"locomo {measure.split('_')[1]} {setting}",
                     )
                 )
+    lme_questions = ctx.size("retrieval.lme", 0, 60)
+    if lme_questions:
+        details["longmemeval_format"] = longmemeval_format(ctx, lme_questions, metrics)
     return EvalResult(
         NAME, f"retrieval fixture ({len(fixture.memories)} memories, {len(fixture.queries)} queries)", metrics, details
     )
