@@ -45,6 +45,7 @@ from typing import Any
 import memory_lakehouse as ml
 from memory_lakehouse.capture import loaders
 
+from .locomo import SimulatedClock  # the loader pins it at each session's date; the question moves it on
 from .naive import NaiveItem, NaiveMemory
 
 #: Ranks are read this deep: NDCG@5 over sessions needs the turns of five sessions.
@@ -137,16 +138,6 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- running
 
 
-class SimulatedClock:
-    """The store's clock: the loader pins it at each session's date; the question moves it on."""
-
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 def read(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
     """The instances of a LongMemEval-format file (a JSON list), the first *limit* of them."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -196,7 +187,7 @@ def run_instance(
         store = open_store(Path(tmp) / "store", clock)
         try:
             store.load(path, format="longmemeval", by=STEWARD, progress=False)
-            clock.now = max([question.question_date or clock.now, *(s.date for s in sessions)])
+            clock.set(max([question.question_date or clock.now, *(s.date for s in sessions)]))
             out = {}
             for name, setting in settings.items():
                 hits = store.recall(question.question, by=STEWARD, k=depth, kinds=["turn"], **dict(setting))
