@@ -64,7 +64,7 @@ def test_sessions_rank_by_their_best_turn_and_recall_all_needs_every_answer_sess
     assert found.session_ndcg5 == 1.0
 
 
-def test_each_question_is_ranked_in_its_own_haystack_loaded_by_the_store():
+def test_every_ranking_and_the_naive_memory_score_each_question_and_shared_words_put_bm25s_answer_first():
     words = instance("Where did my sister Maya relocate to?", "My sister Maya relocated to Porto.")
     other = instance("What is my dog's name?", "My dog is called Biscuit.", qid="q2")
     other["haystack_session_ids"] = ["x", "y", "z"]
