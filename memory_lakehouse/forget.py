@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -895,13 +896,23 @@ def _sizes(lake: Lake) -> dict[str, int]:
     }
 
 
+#: How old a data file no snapshot references and no log entry names must be before purge takes
+#: it for a rewrite's leftover rather than an append in flight (written, not yet committed):
+#: an append commits its files within seconds, and Delta forgets a removed file's tombstone
+#: only ``delta.deletedFileRetentionDuration`` (a week by default) after the rewrite.
+IN_FLIGHT_GRACE_SECONDS = 3600.0
+
+
 def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
-    """Delete the files purges removed from *kind*'s table; return the rows that were in them
+    """Delete the files rewrites removed from *kind*'s table; return the rows that were in them
     and are no longer in the table (an interrupted purge's erasures: empty after a clean run).
 
-    Exactly the files a purge or compaction commit removed, and only once no snapshot file refers to them,
-    on a local store and an object store alike: never a vacuum, which would also take
-    the files of appends still in flight (written, not yet committed) on an object store.
+    A compaction's old files hold the rows it copied, the erased ones too, so every file a
+    purge or compaction removed goes, once no snapshot file refers to it: those the log
+    names (`Lake.files_removed`: the checkpoint's tombstones and the rewrite commits still
+    in the log), and those it no longer names (their tombstones expired) that are older
+    than `IN_FLIGHT_GRACE_SECONDS`. Never a vacuum, which on an object store would also
+    take the files of appends still in flight; the same on a local store and an object store.
     """
     empty = pa.table(
         {
@@ -910,13 +921,16 @@ def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
             "org": pa.array([], pa.string()),
         }
     )
-    # a compaction's old files hold the rows it copied, the erased ones too: they go as well
-    removed = lake.files_removed_by(kind, "purge") + lake.files_removed_by(kind, "optimize")
-    if not removed:
-        return empty
     referenced = set(lake.views[kind].paths)
-    present = lake.objects.list(kind)
-    doomed = [rel for rel in dict.fromkeys(removed) if rel not in referenced and f"{kind}/{rel}" in present]
+    written = lake.objects.modified(kind)
+    named = {rel for rel in lake.files_removed(kind) if rel not in referenced}
+    settled = time.time() - IN_FLIGHT_GRACE_SECONDS
+    data = {
+        path[len(kind) + 1 :]: at
+        for path, at in written.items()
+        if path.endswith(".parquet") and not path.startswith(f"{kind}/_delta_log/")
+    }
+    doomed = [rel for rel, at in data.items() if rel not in referenced and (rel in named or at < settled)]
     if not doomed:
         return empty
     with lake.maintenance_lock(kind):

@@ -111,6 +111,10 @@ class Commit:
         return self.operation in MEMORY_OPS
 
 
+#: The operations whose commits remove data files (a compaction's, a purge's, a DELETE's).
+REWRITE_OPERATIONS = frozenset({"optimize", "purge", "delete"})
+
+
 def _parse_commit(table: str, entry: Mapping[str, Any]) -> Commit:
     meta = {k[len(META_PREFIX) :]: v for k, v in entry.items() if k.startswith(META_PREFIX)}
     if "committed_at" in meta:
@@ -220,6 +224,16 @@ class ObjectStore:
                 return {}
             return {p.relative_to(self.root).as_posix(): p.stat().st_size for p in top.rglob("*") if p.is_file()}
         return self.remote.list(prefix)
+
+    def modified(self, prefix: str = "") -> dict[str, float]:
+        """Every file under *prefix*: its path relative to the root -> when it was last
+        written (seconds since the epoch, the file system's or object store's own clock)."""
+        if self.is_local:
+            top = Path(self.root) / prefix
+            if not top.is_dir():
+                return {}
+            return {p.relative_to(self.root).as_posix(): p.stat().st_mtime for p in top.rglob("*") if p.is_file()}
+        return self.remote.modified(prefix)
 
     def read(self, rel: str) -> bytes:
         """The whole object at *rel*."""
@@ -804,24 +818,51 @@ class Lake:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def files_removed_by(self, table: str, operation: str) -> list[str]:
-        """Paths (relative to the table) that commits of *operation* removed: what purge deletes.
+    def files_removed(self, table: str) -> list[str]:
+        """Paths (relative to the table) that rewrites removed and the log still names: what
+        purge deletes, with the files no log entry names any more (`forget`).
 
-        Reads only the commits the snapshot knows to be of that operation (call after a
-        refresh), so it costs one read per such commit, not a scan of the whole log.
+        Two sources, because the log forgets. The newest checkpoint keeps a tombstone for
+        every file removed within ``delta.deletedFileRetentionDuration``, including files
+        whose commit files the log's cleanup has deleted; the rewrite commits after it
+        (compactions, purges: the snapshot knows their operation) name the rest, and those
+        older ones whose tombstones have expired. Call after a refresh. Costs one read of
+        the checkpoint and one per rewrite commit still in the log.
         """
         with self._lock:
-            versions = sorted(v for v, c in self.views[table].commits.items() if c.operation == operation)
-        removed = []
+            versions = sorted(v for v, c in self.views[table].commits.items() if c.operation in REWRITE_OPERATIONS)
+        paths = self._checkpoint_tombstones(table)
         for version in versions:
             try:
                 lines = self.log_actions(table, version)
-            except (FileNotFoundError, OSError):  # cleaned up with the log (its files are vacuum's now)
+            except (FileNotFoundError, OSError):  # cleaned up with the log: the checkpoint has its tombstones
                 continue
-            info: dict[str, Any] = next((a["commitInfo"] for a in lines if "commitInfo" in a), {})
-            if _parse_commit(table, {**info, "version": version}).operation == operation:
-                removed += [unquote(a["remove"]["path"]) for a in lines if "remove" in a]
-        return removed
+            paths += [unquote(a["remove"]["path"]) for a in lines if "remove" in a]
+        return list(dict.fromkeys(paths))
+
+    def _checkpoint_tombstones(self, table: str) -> list[str]:
+        """The paths the tombstones of *table*'s newest checkpoint name (none without one)."""
+        try:
+            last = json.loads(self.objects.read(f"{table}/_delta_log/_last_checkpoint"))
+        except (FileNotFoundError, OSError, ValueError):
+            return []
+        version, parts = int(last["version"]), int(last.get("parts") or 1)
+        names = (
+            [f"{version:020d}.checkpoint.parquet"]
+            if parts == 1
+            else [f"{version:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
+        )
+        paths: list[str] = []
+        for name in names:
+            try:
+                data = pq.read_table(
+                    pa.BufferReader(self.objects.read(f"{table}/_delta_log/{name}")), columns=["remove"]
+                )
+            except (FileNotFoundError, OSError):
+                return []  # a newer checkpoint replaced it meanwhile: the commit files name the rest
+            removes = data.column("remove").combine_chunks()
+            paths += [unquote(p) for p in pc.struct_field(removes, "path").to_pylist() if p is not None]
+        return paths
 
     def files(self) -> list[Path]:
         """Every file under a local store root (object stores: `objects.list()`)."""

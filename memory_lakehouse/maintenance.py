@@ -44,7 +44,7 @@ from deltalake.exceptions import CommitFailedError
 
 from .commitlog import COMMITS_TABLE
 from .errors import ConflictError, ValidationError
-from .lake import Lake, commit_metadata, new_txn_id
+from .lake import REWRITE_OPERATIONS, Lake, commit_metadata, new_txn_id
 from .records import SPECS, check_kinds
 
 if TYPE_CHECKING:
@@ -56,8 +56,6 @@ T = TypeVar("T")
 TARGET_SIZE = 64 * 2**20
 #: A rewrite that loses its commit race is tried this many times before ConflictError.
 ATTEMPTS = 5
-#: Operations that rewrite or delete files (what `status` checks for vacuumed versions).
-REWRITES = frozenset({"optimize", "purge", "delete"})
 
 
 @dataclass(frozen=True)
@@ -273,7 +271,7 @@ class Maintenance:
             )
         files = set(self.lake.objects.list(kind))
         for version in sorted(
-            (v for v, c in view.commits.items() if c.operation in REWRITES and v > floor), reverse=True
+            (v for v, c in view.commits.items() if c.operation in REWRITE_OPERATIONS and v > floor), reverse=True
         ):
             try:
                 actions = self.lake.log_actions(kind, version)

@@ -74,6 +74,16 @@ class RemoteFiles:
         infos = self._handler.get_file_info_selector(prefix.strip("/"), True, True)  # allow_not_found, recursive
         return {i.path.lstrip("/"): int(i.size or 0) for i in infos if i.type == pafs.FileType.File}
 
+    def modified(self, prefix: str = "") -> dict[str, float]:
+        """Every object under *prefix*: its path relative to the root -> when it was written
+        (seconds since the epoch, by the object store's clock)."""
+        infos = self._handler.get_file_info_selector(prefix.strip("/"), True, True)
+        return {
+            i.path.lstrip("/"): i.mtime.timestamp() if i.mtime is not None else 0.0
+            for i in infos
+            if i.type == pafs.FileType.File
+        }
+
     def delete(self, rel: str) -> None:
         """Delete the object at *rel* (no error if it is already gone)."""
         try:

@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 import multiprocessing
 import shutil
+import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from _forgetting import KINDS, SUBJECT, canary, files_holding, leaks, open_store, other_reads, write_mixed_world
 from _support import CURATOR, MEMBER, STEWARD, SimClock, age_files, day, fact, present
@@ -149,6 +153,75 @@ def test_a_purge_after_a_compaction_leaves_no_erased_byte_and_a_later_compaction
     assert other_reads(store, [day(1), day(2), day(3)]) == before
 
 
+def shorten_log_retention(store: ml.MemoryStore, *, age_days: int = 60) -> None:
+    """An operator's shorter ``delta.logRetentionDuration`` (Delta's default is 30 days), with
+    every commit file so far aged past it: the next checkpoint lets Delta delete them."""
+    for table in TABLES:
+        DeltaTable(f"{store.root}/{table}").alter.set_table_properties(
+            {"delta.logRetentionDuration": "interval 1 days"}
+        )
+        age_files((Path(store.root) / table / "_delta_log").glob("*.json"), days=age_days)
+    store.lake.refresh()
+
+
+def test_a_purge_deletes_compacted_away_files_whose_commit_the_log_has_deleted(tmp_path):
+    # the compaction's own commit file names the files it removed; once the log's retention
+    # deletes it, purge must still find them (the checkpoint keeps their tombstones)
+    clock = SimClock(day(1))
+    store = open_store(tmp_path / "store", clock=clock, ledger=tmp_path / "ledger", maintenance=OFF)
+    can = canary()
+    write_mixed_world(store, clock, can)
+    assert store.maintenance.compact().files_removed  # the old small files still hold the canary
+    shorten_log_retention(store)
+    for i in range(2):  # Delta deletes commit files below the checkpoint before the newest one
+        clock.advance(hours=1)
+        store.write(fact(f"user:{90 + i}", "plan", "Basic", clock.now), by=MEMBER)
+        store.maintenance.checkpoint()
+        age_files(Path(store.root).glob("*/_delta_log/0*"), days=60)
+    optimize = [v for v, c in store.lake.views["fact"].commits.items() if c.operation == "optimize"]
+    assert optimize and not (Path(store.root) / "fact" / "_delta_log" / f"{optimize[0]:020d}.json").exists()
+    store.forget(SUBJECT, by=STEWARD, reason="erasure request")
+
+    report = store.purge(by=STEWARD)
+
+    assert report.verified is True, report.leftovers
+    assert files_holding([store.root, tmp_path / "ledger"], [can]) == {}
+
+
+def test_a_purge_deletes_compacted_away_files_no_log_entry_names_any_more(tmp_path):
+    # a tombstone lasts delta.deletedFileRetentionDuration; after it, only the file's age says it
+    # is not an append in flight, and purge must not leave it holding erased rows
+    clock = SimClock(day(1))
+    store = open_store(tmp_path / "store", clock=clock, ledger=tmp_path / "ledger", maintenance=OFF)
+    can = canary()
+    write_mixed_world(store, clock, can)
+    for table in TABLES:
+        DeltaTable(f"{store.root}/{table}").alter.set_table_properties(
+            {"delta.deletedFileRetentionDuration": "interval 1 seconds"}
+        )
+    assert store.maintenance.compact().files_removed
+    time.sleep(1.5)  # Delta drops a tombstone from its checkpoints once it is older than that
+    shorten_log_retention(store)
+    age_files(Path(store.root).glob("*/org=*/*.parquet"), days=60)
+    for i in range(2):
+        clock.advance(hours=1)
+        store.write(fact(f"user:{90 + i}", "plan", "Basic", clock.now), by=MEMBER)
+        store.maintenance.checkpoint()
+        age_files(Path(store.root).glob("*/_delta_log/0*"), days=60)
+    optimize = [v for v, c in store.lake.views["fact"].commits.items() if c.operation == "optimize"]
+    assert optimize and not (Path(store.root) / "fact" / "_delta_log" / f"{optimize[0]:020d}.json").exists()
+    store.forget(SUBJECT, by=STEWARD, reason="erasure request")
+    # an append in flight: its file written a moment ago, its commit not yet made
+    in_flight = Path(store.root) / "fact" / "org=acme" / f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    pq.write_table(pa.table({"record_id": ["fac_in_flight"]}), in_flight)
+
+    report = store.purge(by=STEWARD)
+
+    assert report.verified is True, report.leftovers
+    assert files_holding([store.root, tmp_path / "ledger"], [can]) == {}
+    assert in_flight.exists(), "purge deleted a file no commit has removed"
+
+
 def test_a_second_purge_after_compacting_a_purged_partition_deletes_the_old_files(tmp_path):
     # purge rewrites with delta-rs, whose files hold string_view columns; a compaction then
     # removes such a file, and the next purge reads it to delete it (found by
@@ -172,7 +245,7 @@ def test_a_second_purge_after_compacting_a_purged_partition_deletes_the_old_file
     report = store.purge(by=STEWARD)
 
     assert report.verified is True, report.leftovers
-    removed = {rel for rel in store.lake.files_removed_by("fact", "optimize")}
+    removed = set(store.lake.files_removed("fact"))
     assert not [rel for rel in removed if (Path(store.root) / "fact" / rel).exists()]
     kept = store.get_fact("user:0", "plan", by=MEMBER)
     assert kept is not None and kept.value == "later plan 0"
