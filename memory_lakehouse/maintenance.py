@@ -67,8 +67,18 @@ class MaintenancePolicy:
     every_commits: int | None = 500
     every_bytes: int | None = 256 * 2**20
     target_size: int = TARGET_SIZE
+    #: Commit files a checkpoint leaves in each table's ``_delta_log`` below its version (None: all).
+    #: Every append pays for each commit file kept (~18 µs apiece in delta-rs, docs/performance.md),
+    #: and ``_commits`` holds every commit's system time, so older ones only serve Delta time travel.
+    keep_log_versions: int | None = 100
 
     def __post_init__(self) -> None:
+        if self.keep_log_versions is not None and (
+            not isinstance(self.keep_log_versions, int)
+            or isinstance(self.keep_log_versions, bool)
+            or self.keep_log_versions < 0
+        ):
+            raise ValidationError("keep_log_versions must be a non-negative integer or None", field="keep_log_versions")
         for name in ("every_commits", "every_bytes"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -384,9 +394,30 @@ class Maintenance:
                 dt.create_checkpoint()
                 if cleanup:
                     dt.cleanup_metadata()
+                    if self.policy.keep_log_versions is not None:
+                        self._prune_log(kind, below=version - self.policy.keep_log_versions)
             deleted += max(0, before + 1 - len(lake.objects.list(f"{kind}/_delta_log")))
             done[kind] = version
         return CheckpointReport(recorded, done, deleted, round(time.perf_counter() - started, 3))
+
+    def _prune_log(self, kind: str, *, below: int) -> int:
+        """Delete *kind*'s commit files and checkpoints of versions below *below*; returns how many.
+
+        Delta's own cleanup goes by age (``delta.logRetentionDuration``, 100 years here), so a
+        busy store would keep every commit file, and each costs every append. This goes by
+        count. It runs only under the maintenance lock, right after a checkpoint at a version
+        ``_commits`` has recorded, so every version it deletes is recorded (the lake reads
+        `_commits` for a version whose commit file is gone) and readers start from that
+        checkpoint; Delta time travel reaches back to the oldest checkpoint kept.
+        """
+        removed = 0
+        for rel in self.lake.objects.list(f"{kind}/_delta_log"):
+            name = rel.rsplit("/", 1)[-1]
+            head = name.split(".", 1)[0]
+            if head.isdigit() and int(head) < below and name.endswith((".json", ".crc", ".checkpoint.parquet")):
+                self.lake.objects.delete(rel)
+                removed += 1
+        return removed
 
     # ---------------------------------------------------------------- vacuum
 

@@ -327,11 +327,38 @@ def test_the_policy_compacts_as_the_store_is_written_and_answers_as_a_store_with
     assert values(maintained) == values(plain)
 
 
+def test_a_checkpoint_keeps_the_last_commit_files_by_count_and_no_answer_changes(tmp_path):
+    clock = SimClock(day(0))
+    store = ml.open(tmp_path / "store", clock=clock, maintenance=ml.MaintenancePolicy(None, None, keep_log_versions=5))
+    tell_story(store, clock)
+    many_small_files(store, clock)
+    before, times_before, log_before = answers(store), system_time(store), commit_log(store)
+    audit_before = store.audit(subject="user:42", by=STEWARD)
+
+    store.maintenance.checkpoint()  # no retention was shortened: only the count decides
+
+    log = Path(store.root) / "fact" / "_delta_log"
+    version = store.lake.views["fact"].version
+    kept = sorted(int(p.name.split(".")[0]) for p in log.glob("*.json"))
+    assert kept and kept[0] >= version - 5 and kept[-1] == version  # older commit files are gone
+    assert store.maintenance.status().tables["fact"].log_files == len(kept)
+    reopened = ml.open(store.root, clock=clock, maintenance=OFF)
+    assert commit_log(reopened) == log_before
+    assert system_time(reopened) == times_before
+    assert answers(reopened) == before
+    assert reopened.audit(subject="user:42", by=STEWARD) == audit_before
+    assert DeltaTable(f"{store.root}/fact").version() == version  # Delta itself still reads the table
+    clock.advance(days=1)
+    assert reopened.write(fact("user:42", "plan", "Platinum", clock.now), by=MEMBER).action == "superseded"
+
+
 def test_vacuum_refuses_a_negative_retention_and_policies_check_their_numbers(store):
     with pytest.raises(ml.ValidationError):
         store.maintenance.vacuum(retain=timedelta(hours=-1))
     with pytest.raises(ml.ValidationError):
         ml.MaintenancePolicy(every_commits=0)
+    with pytest.raises(ml.ValidationError):
+        ml.MaintenancePolicy(keep_log_versions=-1)
 
 
 def test_memlake_maintenance_reports_compacts_and_vacuums(tmp_path, capsys):

@@ -32,7 +32,7 @@ from memory_lakehouse.records import SPECS
 EXAMPLES = int(os.environ.get("MEMLAKE_MODEL_EXAMPLES", "25"))
 STEPS = int(os.environ.get("MEMLAKE_MODEL_STEPS", "25"))
 
-MAINTAINED = StoreFactory(maintenance=ml.MaintenancePolicy(every_commits=4, every_bytes=None))
+MAINTAINED = StoreFactory(maintenance=ml.MaintenancePolicy(every_commits=4, every_bytes=None, keep_log_versions=0))
 
 
 @pytest.fixture(scope="module", autouse=True)
