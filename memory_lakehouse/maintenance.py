@@ -9,9 +9,11 @@ never changes an answer:
   file it sits in, so every ``known_since`` and every as-of read is the same after. A
   compaction commit is not a memory commit (it advances versions, it teaches nothing).
 * **checkpoint()** first copies the log's commit metadata into ``_commits``
-  (`commitlog`), then writes a Delta checkpoint and lets Delta delete commit files
-  older than the table's ``delta.logRetentionDuration`` (kept at 100 years by
-  default): system time survives in ``_commits`` whatever the log forgets.
+  (`commitlog`), then writes a Delta checkpoint, lets Delta delete commit files older
+  than the table's ``delta.logRetentionDuration`` (kept at 100 years by default) and
+  deletes those more than ``MaintenancePolicy.keep_log_versions`` versions below the
+  checkpoint (every one costs every append): system time survives in ``_commits``
+  whatever the log forgets.
 * **vacuum(retain=…)** deletes files that commits removed more than *retain* ago, and
   only those (Delta's "lite" vacuum: a file written by an append still in flight is
   not in the log, so it is never taken). A dry run by default.
@@ -375,8 +377,9 @@ class Maintenance:
         """Record the commits in ``_commits``, then checkpoint each table at a recorded version.
 
         With *cleanup*, Delta then deletes commit files older than the table's
-        ``delta.logRetentionDuration`` that the checkpoint covers; every one of them
-        is in ``_commits`` first, so no system time is lost with them.
+        ``delta.logRetentionDuration`` that the checkpoint covers, and `_prune_log` those
+        more than ``policy.keep_log_versions`` below it; every one of them is in
+        ``_commits`` first, so no system time is lost with them.
         """
         started = time.perf_counter()
         lake = self.lake
