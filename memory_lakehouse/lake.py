@@ -331,6 +331,7 @@ class Lake:
         self.generation = 0  # bumps whenever any view changes; caches key on it
         self._pending: set[str] = set()  # kinds holding rows of incomplete transactions
         self._log_dirs: dict[str, str] = {}
+        self._checkpoints_seen: dict[str, tuple[tuple[int, int], int]] = {}  # table -> (stat, version)
         self._handle_writes: dict[str, int] = {}  # appends through each handle since it was opened
         self._own_writes: dict[str, tuple[str | None, pa.Table]] = {}  # kind -> (txn, rows) just appended
         #: called after each append with the bytes appended per table (the maintenance policy)
@@ -506,13 +507,46 @@ class Lake:
         if self.is_local:
             hint = self._latest_version_hint(kind)
             if hint is None or hint == view.version:
-                return False
-            news = [(v, self.log_actions(kind, v)) for v in range(view.version + 1, hint + 1)]
-        else:  # one request when nothing is new (no LIST of the log)
+                return self._left_behind(kind) and self._reload(kind)
+            try:
+                news = [(v, self.log_actions(kind, v)) for v in range(view.version + 1, hint + 1)]
+            except FileNotFoundError:  # maintenance pruned them meanwhile: a checkpoint covers them
+                return self._reload(kind)
+        else:  # one request when nothing is new (no LIST of the log), and one for the checkpoint
             news = self.objects.remote.new_commits(kind, view.version)
             if not news:
-                return False
+                return self._left_behind(kind) and self._reload(kind)
         return self._apply_commits(kind, news) or self._reload(kind)
+
+    def _left_behind(self, kind: str) -> bool:
+        """Whether *kind*'s newest checkpoint lies past this view, when its next commit file is missing.
+
+        Maintenance deletes commit files below a checkpoint (`MaintenancePolicy.keep_log_versions`),
+        so a view that many commits behind finds no next file although the table has moved
+        on: it must reload from the checkpoint rather than take that for "nothing new". One
+        stat of ``_last_checkpoint`` on a local store (read again only when it changed),
+        one request on an object store.
+        """
+        rel = f"{kind}/_delta_log/_last_checkpoint"
+        if self.is_local:
+            try:
+                st = os.stat(os.path.join(self.root, rel))
+            except FileNotFoundError:
+                return False
+            stat = (st.st_mtime_ns, st.st_size)
+            seen = self._checkpoints_seen.get(kind)
+            if seen is not None and seen[0] == stat:
+                return seen[1] > self.views[kind].version
+            raw: bytes | None = self.objects.read(rel)
+        else:
+            stat, raw = (0, 0), self.objects.remote.read_if_exists(rel)
+        try:
+            version = int(json.loads(raw)["version"]) if raw else -1
+        except (ValueError, KeyError, TypeError):  # being rewritten: the next read asks again
+            return False
+        if self.is_local:
+            self._checkpoints_seen[kind] = (stat, version)
+        return version > self.views[kind].version
 
     def log_actions(self, table: str, version: int) -> list[dict[str, Any]]:
         """The actions of one commit file (immutable once written): commitInfo, add, remove...

@@ -352,6 +352,30 @@ def test_a_checkpoint_keeps_the_last_commit_files_by_count_and_no_answer_changes
     assert reopened.write(fact("user:42", "plan", "Platinum", clock.now), by=MEMBER).action == "superseded"
 
 
+def test_a_reader_left_behind_by_more_than_the_kept_log_catches_up(tmp_path):
+    # its next commit file is gone: that must not read as "nothing new"
+    clock = SimClock(day(0))
+    root = tmp_path / "store"
+    writer = ml.open(root, clock=clock, maintenance=ml.MaintenancePolicy(None, None, keep_log_versions=2))
+    writer.write(fact("user:1", "plan", "Basic", clock.now), by=MEMBER)
+    reader = ml.open(root, clock=clock, maintenance=OFF)
+    assert present(reader.get_fact("user:1", "plan", by=MEMBER)).value == "Basic"
+    behind = reader.lake.views["fact"].version
+    for i in range(8):
+        clock.advance(hours=1)
+        writer.write(fact("user:1", "plan", f"plan {i}", clock.now), by=MEMBER)
+    writer.maintenance.checkpoint()
+    assert not (root / "fact" / "_delta_log" / f"{behind + 1:020d}.json").exists()
+
+    seen = reader.get_fact("user:1", "plan", by=MEMBER)
+
+    assert seen is not None and seen.value == "plan 7"
+    assert reader.lake.views["fact"].version == writer.lake.views["fact"].version
+    assert [h.record_id for h in reader.history("user:1", "plan", by=MEMBER)] == [
+        h.record_id for h in writer.history("user:1", "plan", by=MEMBER)
+    ]
+
+
 def test_vacuum_refuses_a_negative_retention_and_policies_check_their_numbers(store):
     with pytest.raises(ml.ValidationError):
         store.maintenance.vacuum(retain=timedelta(hours=-1))

@@ -202,7 +202,8 @@ def test_a_second_handle_and_a_second_process_share_the_store(s3):
 
 
 def test_a_read_on_s3_asks_each_table_it_reads_once_and_never_lists_a_log(s3):
-    """One request per table per public read: the next commit's file (a HEAD that finds none), no LIST."""
+    """Two requests per table per public read when nothing is new: the next commit's file (a HEAD
+    that finds none) and the checkpoint pointer (a reader left behind a pruned log), no LIST."""
     clock = SimClock(day(1))
     uri = s3.uri("probes")
     store = open_s3(s3, uri, clock=clock)
@@ -216,9 +217,9 @@ def test_a_read_on_s3_asks_each_table_it_reads_once_and_never_lists_a_log(s3):
         return s3.requests() - before
 
     # the fact table and the deletion ledger (not every table, and not twice: basis, then query)
-    assert requests_of(lambda: store.get_fact("user:1", "plan", by=MEMBER)) == Counter({"GET": 2})
+    assert requests_of(lambda: store.get_fact("user:1", "plan", by=MEMBER)) == Counter({"GET": 2 + 1})
     recalled = requests_of(lambda: store.recall("plan", by=MEMBER))
-    assert recalled == Counter({"GET": len(tables_for(MEMORY_KINDS)) + 1})  # each kind recall reads, the ledger
+    assert recalled == Counter({"GET": 2 * len(tables_for(MEMORY_KINDS)) + 1})  # each kind recall reads, the ledger
 
     # another writer's commit: the next read finds it (its commit and data files read whole), lists nothing
     other = open_s3(s3, uri, clock=clock)
@@ -228,7 +229,7 @@ def test_a_read_on_s3_asks_each_table_it_reads_once_and_never_lists_a_log(s3):
     changed = requests_of(lambda: seen.append(present(store.get_fact("user:1", "plan", by=MEMBER)).value))
     assert seen == ["enterprise"] and changed["LIST"] == 0
 
-    # bounded staleness: within the interval a read asks nothing; after it, one request per table again
+    # bounded staleness: within the interval a read asks nothing; after it, the log again
     stale = open_s3(s3, uri, clock=clock, refresh=timedelta(seconds=60))
     ticks = HandMovedMonotonic(stale)
     clock.advance(hours=1)
@@ -286,3 +287,32 @@ def test_forget_and_purge_on_s3_leave_no_object_holding_the_subject(s3, tmp_path
     assert other_reads(remote, OTHER_TIMES) == before
     remote_ids = {rid for p in Path(remote_index).rglob("ids.json") for rid in json.loads(p.read_text())}
     assert remote_ids and not remote_ids & erased
+
+
+def test_on_s3_a_reader_left_behind_a_pruned_log_catches_up_and_a_purge_after_pruning_erases(s3):
+    """Maintenance prunes the log on the object store too: a reader whose next commit file is gone
+    reloads from the checkpoint, and a purge still finds the files a pruned compaction removed."""
+    clock = SimClock(day(1))
+    uri = s3.uri("pruned")
+    writer = open_s3(s3, uri, clock=clock, maintenance=ml.MaintenancePolicy(None, None, keep_log_versions=0))
+    can = canary()
+    write_mixed_world(writer, clock, can)
+    writer.write(fact("user:77", "plan", "Basic", clock.now), by=CURATOR)
+    reader = open_s3(s3, uri, clock=clock, maintenance=ml.MaintenancePolicy(None, None))
+    assert present(reader.get_fact("user:77", "plan", by=CURATOR)).value == "Basic"
+    behind = reader.lake.views["fact"].version
+    for i in range(3):
+        clock.advance(hours=1)
+        writer.write(fact("user:77", "plan", f"plan {i}", clock.now), by=CURATOR)
+    assert writer.maintenance.compact().files_removed
+    compaction = writer.lake.views["fact"].version
+    writer.write(fact("user:77", "plan", "plan 3", clock.now), by=CURATOR)
+    writer.maintenance.checkpoint()
+    log = " ".join(k for k in s3.objects(uri) if "/fact/_delta_log/" in k and k.endswith(".json"))
+    assert f"{behind + 1:020d}.json" not in log and f"{compaction:020d}.json" not in log  # pruned
+
+    assert present(reader.get_fact("user:77", "plan", by=CURATOR)).value == "plan 3"
+    writer.forget(SUBJECT, by=STEWARD, reason="erasure request")
+    report = writer.purge(by=STEWARD)
+    assert report.verified is True, report.leftovers
+    assert holding(s3.objects(uri), can) == []
