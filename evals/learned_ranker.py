@@ -48,6 +48,7 @@ TURN_FEATURES = (
     "the speaker is named in the question",
     "baseline score",
     "fused score",
+    "the question names the session's month (`ranking.in_named_month`)",
 )
 SESSION_FEATURES = (
     "best turn",
@@ -59,6 +60,7 @@ SESSION_FEATURES = (
     "log turns in the pool",
     "best baseline",
     "mean of the best 3 fused",
+    "the question names the session's month",
 )
 #: Session weights compared; each fold picks one on its training conversations.
 LAMBDAS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -108,8 +110,11 @@ def candidates(conv: locomo.Conversation, embedder: Embedder) -> list[Candidates
             np.where(same_as_prev, np.r_[0.0, fused[:-1]], 0.0), np.where(same_as_next, np.r_[fused[1:], 0.0], 0.0)
         )
         named = np.array([name.split()[0].lower() in q.text.lower() for name in speakers])[speaker_of].astype(float)
+        named_months = ranking.named_months(q.text)
+        dated = np.array([ranking.in_named_month(conv.dates[s], named_months) for s in session.tolist()], dtype=float)
         baseline = (fused + ranking.CONTEXT_WEIGHT * context) / (1.0 + ranking.CONTEXT_WEIGHT)
-        features = np.stack([cosine, coverage, bm, context, best, mean, neighbour, named, baseline, fused], 1)
+        baseline = baseline + ranking.DATE_WEIGHT * dated
+        features = np.stack([cosine, coverage, bm, context, best, mean, neighbour, named, baseline, fused, dated], 1)
         pool = np.argsort(-baseline, kind="stable")[:POOL]
         evidence = set(q.evidence)
         relevant = np.array([conv.turns[i].dia_id in evidence for i in pool])
@@ -156,6 +161,7 @@ def session_features(c: Candidates) -> tuple[list[int], np.ndarray, np.ndarray]:
                 np.log1p(len(m)),
                 m[:, 8].max(),
                 np.sort(m[:, 9])[::-1][:3].mean(),
+                m[:, 10].max(),
             ]
         )
     return sessions, np.array(rows), of

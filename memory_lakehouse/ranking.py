@@ -28,6 +28,12 @@ it orders the visible rows that the vector search and BM25 reached:
    (`with_context`). A question about one session is usually answered by a turn whose
    neighbours talk about the same thing. Rows outside episodes keep their score.
 
+4. **named months** — a query that names a month ("in June", "on October 13, 2023")
+   asks about what happened then: rows whose valid time begins in a month it names (and
+   in a year it names, when it names one) gain `Ranking.date_weight` (`named_months`,
+   `in_named_month`). The store knows each row's valid time; the words alone do not
+   carry it (a turn says "yesterday", its session says when).
+
 The weights were chosen leave-one-conversation-out on LoCoMo-format dev conversations
 (``python -m evals.locomo``; docs/performance.md, "Recall on conversations"); rows
 outside episodes rank as they did before, so the in-house fixture's figures hold.
@@ -36,9 +42,11 @@ outside episodes rank as they did before, so the in-house fixture's figures hold
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import replace as _replace
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -63,6 +71,25 @@ CONTEXT_DEPTH = 100
 #: Lexical weight for rows of an episode (a conversation session's turns: verbatim text, where a
 #: shared rare word is strong evidence). 0.3: every LOO fold's pick on the LoCoMo dev data.
 EPISODE_LEXICAL_WEIGHT = 0.3
+#: Added to the score of a row whose valid time begins in a month the query names: 0.1, on a
+#: plateau from 0.05 to 0.2 on the LoCoMo dev data, each conversation held out (docs/performance.md).
+DATE_WEIGHT = 0.1
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+_MONTH_WORD = re.compile(r"\b(" + "|".join(MONTHS) + r")\b")  # capitalised: "may" is a verb
+_YEAR_WORD = re.compile(r"\b(1[89]\d\d|2\d\d\d)\b")
 #: Rows one episode must hold in the store to be read as one (a session's transcript): LoCoMo's
 #: sessions hold 13-43 turns; the fixture's coincidental groups (CRM rows synced one day) at most 6.
 EPISODE_ROWS = 10
@@ -78,7 +105,9 @@ class Ranking:
     0 (vector order) to 1 (lexical order); *episode_lexical_weight*: the same for rows
     of an episode. *episode_rows*: how many rows a group recorded together must hold
     to be an episode. *context_weight*: how much an episode lends to its rows' scores
-    (0: nothing); *context_top*: how many of its best scores count.
+    (0: nothing); *context_top*: how many of its best scores count. *date_weight*: what a
+    row whose valid time begins in a month the query names gains (0: nothing; fused
+    rankings only).
 
     >>> Ranking().lexical_weight, Ranking(context_weight=0).context_weight
     (0.1, 0.0)
@@ -95,6 +124,7 @@ class Ranking:
     episode_rows: int = EPISODE_ROWS
     context_weight: float = CONTEXT_WEIGHT
     context_top: int = CONTEXT_TOP
+    date_weight: float = DATE_WEIGHT
 
     def __post_init__(self) -> None:
         signals: Any = self.signals  # typed a tuple; callers may pass a bare str
@@ -103,9 +133,9 @@ class Ranking:
         object.__setattr__(self, "signals", tuple(dict.fromkeys(signals)))
         if self.fusion not in FUSIONS:
             raise ValidationError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}", field="fusion")
-        for name in ("lexical_weight", "episode_lexical_weight", "context_weight"):
+        for name in ("lexical_weight", "episode_lexical_weight", "context_weight", "date_weight"):
             value = getattr(self, name)
-            unit = name != "context_weight"
+            unit = name in ("lexical_weight", "episode_lexical_weight", "date_weight")
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
@@ -189,6 +219,36 @@ def fuse(
         + weight[rid] * (1.0 / (RRF_K + lexr[rid]) if rid in lexr else 0.0)
         for rid in ids
     }
+
+
+def named_months(query: str) -> tuple[frozenset[int], frozenset[int]]:
+    """The months (1-12) and the years *query* names, by their written names ("June", "2023").
+
+    Month names count capitalised only: "may" is a verb far more often than a month.
+
+    >>> named_months("When did Melanie go camping in June?")
+    (frozenset({6}), frozenset())
+    >>> named_months("What did Gina find on 1 February, 2023? It may help")
+    (frozenset({2}), frozenset({2023}))
+    """
+    months = frozenset(MONTHS.index(m) + 1 for m in _MONTH_WORD.findall(query))
+    years = frozenset(int(y) for y in _YEAR_WORD.findall(query)) if months else frozenset()
+    return months, years
+
+
+def in_named_month(valid_from: datetime | None, named: tuple[frozenset[int], frozenset[int]]) -> bool:
+    """Whether a row valid from *valid_from* begins in a month *named* (`named_months`) names,
+    and in a year it names when it names any.
+
+    >>> from datetime import datetime
+    >>> june = named_months("in June 2023")
+    >>> in_named_month(datetime(2023, 6, 9), june), in_named_month(datetime(2022, 6, 9), june)
+    (True, False)
+    """
+    months, years = named
+    if valid_from is None or valid_from.month not in months:
+        return False
+    return not years or valid_from.year in years
 
 
 def episode_keys(kind: str, rows: pa.Table) -> list[Hashable | None]:

@@ -53,7 +53,17 @@ from .index import IndexTag, Partition, PartitionedIndex, exact_search
 from .lexical import Bm25
 from .progress import Progress, log
 from .query import Visibility
-from .ranking import CONTEXT_DEPTH, LEXICAL_WEIGHT, RRF_K, Ranking, episode_keys, fuse, with_context
+from .ranking import (
+    CONTEXT_DEPTH,
+    LEXICAL_WEIGHT,
+    RRF_K,
+    Ranking,
+    episode_keys,
+    fuse,
+    in_named_month,
+    named_months,
+    with_context,
+)
 from .ranking import SIGNALS as SIGNALS  # their old home: still importable here
 from .ranking import fuse_scores as fuse_scores
 from .records import KINDS, SPECS, Envelope, record_from_row
@@ -663,7 +673,30 @@ class Retriever:
                 f"context: {len({e for e in episodes.values() if e is not None})} episode(s), "
                 f"weight {ranking.context_weight:g}, top {ranking.context_top}"
             )
+        named = named_months(query)
+        if ranking.date_weight > 0 and named[0]:
+            dated = [rid for rid, start in self._valid_from(ids, candidates).items() if in_named_month(start, named)]
+            for rid in dated:
+                fused[rid] += ranking.date_weight
+                why[rid].append(f"+{ranking.date_weight:g}: valid from a month the query names")
+            self.trace(f"named months {sorted(named[0])}: {len(dated)} row(s) valid from one of them")
         return self._top(fused, why, candidates, k)
+
+    def _valid_from(self, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
+        """Each row's ``valid_from`` (a datetime), read from the snapshot positions of the pool."""
+        by_kind: dict[str, list[str]] = {}
+        for rid in rids:
+            by_kind.setdefault(candidates[rid][0], []).append(rid)
+        out: dict[str, Any] = {}
+        for kind, ids in by_kind.items():
+            starts = (
+                self.lake.all_rows(kind)
+                .column("valid_from")
+                .take(pa.array([candidates[r][1] for r in ids], pa.int64()))
+                .to_pylist()
+            )
+            out.update(zip(ids, starts, strict=True))
+        return out
 
     def _episodes(
         self, org: str, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]], min_rows: int

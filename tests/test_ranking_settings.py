@@ -4,6 +4,7 @@ index build saying so when it is long. What is visible never depends on the rank
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 import pytest
 from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact, fact_of
@@ -34,6 +35,8 @@ def reference(i: int, text: str, when, source: str = "chat") -> ml.Reference:
         dict(signals="bm25"),
         dict(signals=("bm25", "colbert")),
         dict(episode_rows=0),
+        dict(date_weight=1.5),
+        dict(date_weight=-0.1),
     ],
 )
 def test_a_ranking_setting_out_of_range_is_a_validation_error(bad):
@@ -155,6 +158,66 @@ def test_no_ranking_brings_back_a_superseded_value(tmp_path, ranking):
     store.write(fact("customer:c1", "plan", "plan silver with 10 seats", day(2), scope=SUPPORT), by=STEWARD)
     hits = store.recall("gold plan 50 seats", by=MEMBER, k=5, ranking=ranking)
     assert [fact_of(h.record).value for h in hits] == ["plan silver with 10 seats"]
+
+
+# ----------------------------------------------------------------------- a month the query names
+
+
+def two_trips(tmp_path, **open_kw):
+    """Two notes of the same words, one valid from June 2023, one from March 2023."""
+    store = ml.open(tmp_path / "trips", clock=SimClock(day(400)), embedder=EMBEDDER, **open_kw)
+    for i, when in enumerate((datetime(2023, 3, 11, tzinfo=UTC), datetime(2023, 6, 17, tzinfo=UTC))):
+        note = ml.Reference(
+            uri=f"chat:trip:{i}",
+            title="trip",
+            content="we went camping by the lake",
+            published_at=when,
+            source="chat",
+            scope=SUPPORT,
+        )
+        store.write(note, by=STEWARD)
+    return store
+
+
+def test_a_query_naming_a_month_ranks_the_rows_valid_from_that_month_first(tmp_path):
+    store = two_trips(tmp_path)
+
+    hits = store.recall("When did we go camping in June?", by=MEMBER, k=2)
+
+    assert [h.record.published_at.month for h in hits] == [6, 3]
+    assert hits[0].score - hits[1].score == pytest.approx(ml.Ranking().date_weight, abs=1e-6)
+    assert any("a month the query names" in why for why in hits[0].why)
+    unnamed = store.recall("When did we go camping?", by=MEMBER, k=2)
+    assert unnamed[0].score == pytest.approx(unnamed[1].score, abs=1e-6)  # no month named: no bonus
+
+
+@pytest.mark.parametrize(
+    ("query", "ranking"),
+    [
+        ("When did we go camping in June 2022?", ml.Ranking()),  # the year named is not the row's
+        ("When did we go camping in june?", ml.Ranking()),  # lower case: read as a word, not a month
+        ("When did we go camping in June?", ml.Ranking(date_weight=0)),
+        ("When did we go camping in June?", ml.Ranking(signals=("vector",))),  # one signal: no fusion stage
+    ],
+)
+def test_no_bonus_without_a_month_and_year_the_row_matches_or_with_the_weight_off(tmp_path, query, ranking):
+    store = two_trips(tmp_path)
+
+    hits = store.recall(query, by=MEMBER, k=2, ranking=ranking)
+
+    if ranking.fused:  # one signal alone scores by rank: its two scores differ anyway
+        assert hits[0].score == pytest.approx(hits[1].score, abs=1e-6)
+    assert not any("a month the query names" in why for h in hits for why in h.why)
+
+
+def test_naming_the_month_of_a_superseded_value_does_not_bring_it_back(tmp_path):
+    store = ml.open(tmp_path / "s", clock=SimClock(day(400)), embedder=EMBEDDER)
+    store.write(fact("customer:c1", "plan", "plan gold", datetime(2023, 6, 2, tzinfo=UTC), scope=SUPPORT), by=STEWARD)
+    store.write(fact("customer:c1", "plan", "plan silver", datetime(2023, 9, 2, tzinfo=UTC), scope=SUPPORT), by=STEWARD)
+
+    hits = store.recall("which plan in June 2023?", by=MEMBER, k=5)
+
+    assert [fact_of(h.record).value for h in hits] == ["plan silver"]
 
 
 # ----------------------------------------------------------------------- a long index build says so
