@@ -219,21 +219,22 @@ class ObjectStore:
     def list(self, prefix: str = "") -> dict[str, int]:
         """Every file under *prefix*: its path relative to the root -> its size in bytes."""
         if self.is_local:
-            top = Path(self.root) / prefix
-            if not top.is_dir():
-                return {}
-            return {p.relative_to(self.root).as_posix(): p.stat().st_size for p in top.rglob("*") if p.is_file()}
+            return {rel: st.st_size for rel, st in self._local_stats(prefix)}
         return self.remote.list(prefix)
 
     def modified(self, prefix: str = "") -> dict[str, float]:
         """Every file under *prefix*: its path relative to the root -> when it was last
         written (seconds since the epoch, the file system's or object store's own clock)."""
         if self.is_local:
-            top = Path(self.root) / prefix
-            if not top.is_dir():
-                return {}
-            return {p.relative_to(self.root).as_posix(): p.stat().st_mtime for p in top.rglob("*") if p.is_file()}
+            return {rel: st.st_mtime for rel, st in self._local_stats(prefix)}
         return self.remote.modified(prefix)
+
+    def _local_stats(self, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
+        top = Path(self.root) / prefix
+        if top.is_dir():
+            for p in top.rglob("*"):
+                if p.is_file():
+                    yield p.relative_to(self.root).as_posix(), p.stat()
 
     def read(self, rel: str) -> bytes:
         """The whole object at *rel*."""

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, KeysView, Mapping, Sequence
+from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -684,19 +684,24 @@ class Retriever:
 
     def _valid_from(self, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
         """Each row's ``valid_from`` (a datetime), read from the snapshot positions of the pool."""
+        out: dict[str, Any] = {}
+        for _, ids, rows in self._pool_rows(rids, candidates, lambda kind: ["valid_from"]):
+            out.update(zip(ids, rows.column("valid_from").to_pylist(), strict=True))
+        return out
+
+    def _pool_rows(
+        self,
+        rids: Sequence[str],
+        candidates: Mapping[str, tuple[str, int]],
+        columns: Callable[[str], Sequence[str]],
+    ) -> Iterator[tuple[str, list[str], pa.Table]]:
+        """Per kind: the pool's rows of that kind, and *columns(kind)* of each, taken from the snapshot."""
         by_kind: dict[str, list[str]] = {}
         for rid in rids:
             by_kind.setdefault(candidates[rid][0], []).append(rid)
-        out: dict[str, Any] = {}
         for kind, ids in by_kind.items():
-            starts = (
-                self.lake.all_rows(kind)
-                .column("valid_from")
-                .take(pa.array([candidates[r][1] for r in ids], pa.int64()))
-                .to_pylist()
-            )
-            out.update(zip(ids, starts, strict=True))
-        return out
+            positions = pa.array([candidates[r][1] for r in ids], pa.int64())
+            yield kind, ids, self.lake.all_rows(kind).select(list(columns(kind))).take(positions)
 
     def _episodes(
         self, org: str, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]], min_rows: int
@@ -707,16 +712,8 @@ class Retriever:
         sizes = state.episode_sizes if state is not None else None
         if not sizes or state is None or state.largest_episode < min_rows:
             return dict.fromkeys(rids)
-        by_kind: dict[str, list[str]] = {}
-        for rid in rids:
-            by_kind.setdefault(candidates[rid][0], []).append(rid)
         out: dict[str, Any] = {}
-        for kind, ids in by_kind.items():
-            rows = (
-                self.lake.all_rows(kind)
-                .select(_episode_columns(kind))
-                .take(pa.array([candidates[r][1] for r in ids], pa.int64()))
-            )
+        for kind, ids, rows in self._pool_rows(rids, candidates, _episode_columns):
             out.update(
                 (rid, key if key is not None and sizes.get(key, 0) >= min_rows else None)
                 for rid, key in zip(ids, episode_keys(kind, rows), strict=True)

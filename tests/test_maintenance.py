@@ -164,6 +164,18 @@ def shorten_log_retention(store: ml.MemoryStore, *, age_days: int = 60) -> None:
     store.lake.refresh()
 
 
+def let_the_log_forget_the_compaction(store: ml.MemoryStore, clock: SimClock) -> None:
+    """Checkpoint twice with a write between, every log file aged past the shortened retention:
+    Delta deletes the commit files below the checkpoint before the newest, the compaction's too."""
+    for i in range(2):
+        clock.advance(hours=1)
+        store.write(fact(f"user:{90 + i}", "plan", "Basic", clock.now), by=MEMBER)
+        store.maintenance.checkpoint()
+        age_files(Path(store.root).glob("*/_delta_log/0*"), days=60)
+    optimize = [v for v, c in store.lake.views["fact"].commits.items() if c.operation == "optimize"]
+    assert optimize and not (Path(store.root) / "fact" / "_delta_log" / f"{optimize[0]:020d}.json").exists()
+
+
 def test_a_purge_deletes_compacted_away_files_whose_commit_the_log_has_deleted(tmp_path):
     # the compaction's own commit file names the files it removed; once the log's retention
     # deletes it, purge must still find them (the checkpoint keeps their tombstones)
@@ -173,13 +185,7 @@ def test_a_purge_deletes_compacted_away_files_whose_commit_the_log_has_deleted(t
     write_mixed_world(store, clock, can)
     assert store.maintenance.compact().files_removed  # the old small files still hold the canary
     shorten_log_retention(store)
-    for i in range(2):  # Delta deletes commit files below the checkpoint before the newest one
-        clock.advance(hours=1)
-        store.write(fact(f"user:{90 + i}", "plan", "Basic", clock.now), by=MEMBER)
-        store.maintenance.checkpoint()
-        age_files(Path(store.root).glob("*/_delta_log/0*"), days=60)
-    optimize = [v for v, c in store.lake.views["fact"].commits.items() if c.operation == "optimize"]
-    assert optimize and not (Path(store.root) / "fact" / "_delta_log" / f"{optimize[0]:020d}.json").exists()
+    let_the_log_forget_the_compaction(store, clock)
     store.forget(SUBJECT, by=STEWARD, reason="erasure request")
 
     report = store.purge(by=STEWARD)
@@ -203,13 +209,7 @@ def test_a_purge_deletes_compacted_away_files_no_log_entry_names_any_more(tmp_pa
     time.sleep(1.5)  # Delta drops a tombstone from its checkpoints once it is older than that
     shorten_log_retention(store)
     age_files(Path(store.root).glob("*/org=*/*.parquet"), days=60)
-    for i in range(2):
-        clock.advance(hours=1)
-        store.write(fact(f"user:{90 + i}", "plan", "Basic", clock.now), by=MEMBER)
-        store.maintenance.checkpoint()
-        age_files(Path(store.root).glob("*/_delta_log/0*"), days=60)
-    optimize = [v for v, c in store.lake.views["fact"].commits.items() if c.operation == "optimize"]
-    assert optimize and not (Path(store.root) / "fact" / "_delta_log" / f"{optimize[0]:020d}.json").exists()
+    let_the_log_forget_the_compaction(store, clock)
     store.forget(SUBJECT, by=STEWARD, reason="erasure request")
     # an append in flight: its file written a moment ago, its commit not yet made
     in_flight = Path(store.root) / "fact" / "org=acme" / f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
