@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -896,13 +895,6 @@ def _sizes(lake: Lake) -> dict[str, int]:
     }
 
 
-#: How old a data file no snapshot references and no log entry names must be before purge takes
-#: it for a rewrite's leftover rather than an append in flight (written, not yet committed):
-#: an append commits its files within seconds, and Delta forgets a removed file's tombstone
-#: only ``delta.deletedFileRetentionDuration`` (a week by default) after the rewrite.
-IN_FLIGHT_GRACE_SECONDS = 3600.0
-
-
 def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
     """Delete the files rewrites removed from *kind*'s table; return the rows that were in them
     and are no longer in the table (an interrupted purge's erasures: empty after a clean run).
@@ -911,8 +903,9 @@ def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
     purge or compaction removed goes, once no snapshot file refers to it: those the log
     names (`Lake.files_removed`: the checkpoint's tombstones and the rewrite commits still
     in the log), and those it no longer names (their tombstones expired) that are older
-    than `IN_FLIGHT_GRACE_SECONDS`. Never a vacuum, which on an object store would also
-    take the files of appends still in flight; the same on a local store and an object store.
+    than `lake.IN_FLIGHT_GRACE_SECONDS` (`Lake.unreferenced_files`). Never a vacuum, which
+    on an object store would also take the files of appends still in flight; the same on a
+    local store and an object store.
     """
     empty = pa.table(
         {
@@ -921,16 +914,8 @@ def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
             "org": pa.array([], pa.string()),
         }
     )
-    referenced = set(lake.views[kind].paths)
-    written = lake.objects.modified(kind)
-    named = {rel for rel in lake.files_removed(kind) if rel not in referenced}
-    settled = time.time() - IN_FLIGHT_GRACE_SECONDS
-    data = {
-        path[len(kind) + 1 :]: at
-        for path, at in written.items()
-        if path.endswith(".parquet") and not path.startswith(f"{kind}/_delta_log/")
-    }
-    doomed = [rel for rel, at in data.items() if rel not in referenced and (rel in named or at < settled)]
+    unreferenced = lake.unreferenced_files(kind)
+    doomed = list(dict.fromkeys(unreferenced.named + unreferenced.expired))
     if not doomed:
         return empty
     with lake.maintenance_lock(kind):

@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -113,6 +114,21 @@ class Commit:
 
 #: The operations whose commits remove data files (a compaction's, a purge's, a DELETE's).
 REWRITE_OPERATIONS = frozenset({"optimize", "purge", "delete"})
+#: How old a data file no snapshot references and no log entry names must be before purge and
+#: vacuum take it for a leftover (a rewrite's whose tombstone expired, a failed append's) rather
+#: than an append in flight (written, not yet committed): an append commits its files within
+#: seconds, and Delta forgets a removed file's tombstone only ``delta.deletedFileRetentionDuration``
+#: (a week by default) after the rewrite.
+IN_FLIGHT_GRACE_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class Unreferenced:
+    """A table's data files no snapshot references, three ways (`Lake.unreferenced_files`)."""
+
+    named: list[str]
+    tombstoned: list[str]
+    expired: list[str]
 
 
 def _parse_commit(table: str, entry: Mapping[str, Any]) -> Commit:
@@ -855,32 +871,69 @@ class Lake:
 
     def files_removed(self, table: str) -> list[str]:
         """Paths (relative to the table) that rewrites removed and the log still names: what
-        purge deletes, with the files no log entry names any more (`forget`).
+        purge deletes, with the files no log entry names any more (`unreferenced_files`).
 
         Two sources, because the log forgets. The newest checkpoint keeps a tombstone for
         every file removed within ``delta.deletedFileRetentionDuration``, including files
-        whose commit files the log's cleanup has deleted; the rewrite commits after it
-        (compactions, purges: the snapshot knows their operation) name the rest, and those
-        older ones whose tombstones have expired. Call after a refresh. Costs one read of
-        the checkpoint and one per rewrite commit still in the log.
+        whose commit files the log's cleanup has deleted; the rewrite commits still in the
+        log (compactions, purges: the snapshot knows their operation) name the rest, and
+        those older ones whose tombstones have expired. Call after a refresh. Costs one
+        read of the checkpoint and one per rewrite commit still in the log.
         """
+        live, named = self._removals(table)
+        return list(dict.fromkeys([*live, *named]))
+
+    def _removals(self, table: str) -> tuple[list[str], list[str]]:
+        """(files live tombstones name: the newest checkpoint's and the rewrite commits' after
+        it, files any rewrite commit still in the log names)."""
+        version, live = self._checkpoint_tombstones(table)
         with self._lock:
             versions = sorted(v for v, c in self.views[table].commits.items() if c.operation in REWRITE_OPERATIONS)
-        paths = self._checkpoint_tombstones(table)
-        for version in versions:
+        named: list[str] = []
+        for v in versions:
             try:
-                lines = self.log_actions(table, version)
+                lines = self.log_actions(table, v)
             except (FileNotFoundError, OSError):  # cleaned up with the log: the checkpoint has its tombstones
                 continue
-            paths += [unquote(a["remove"]["path"]) for a in lines if "remove" in a]
-        return list(dict.fromkeys(paths))
+            paths = [unquote(a["remove"]["path"]) for a in lines if "remove" in a]
+            named += paths
+            if v > version:
+                live += paths
+        return live, named
 
-    def _checkpoint_tombstones(self, table: str) -> list[str]:
-        """The paths the tombstones of *table*'s newest checkpoint name (none without one)."""
+    def unreferenced_files(self, table: str, *, older_than: float = IN_FLIGHT_GRACE_SECONDS) -> Unreferenced:
+        """*table*'s data files (paths relative to it) that the current snapshot does not refer to.
+
+        `Unreferenced.named`: those the log names as removed (`files_removed`);
+        `Unreferenced.tombstoned`: those of them a live tombstone names (Delta's vacuum
+        deletes them once their removal is old enough); `Unreferenced.expired`: the others,
+        no live tombstone naming them, written more than *older_than* seconds ago and never
+        less than `IN_FLIGHT_GRACE_SECONDS` (a younger one may be an append in flight).
+        Call after a refresh.
+        """
+        referenced = set(self.views[table].paths)
+        live, named = self._removals(table)
+        bound = time.time() - max(float(older_than), IN_FLIGHT_GRACE_SECONDS)
+        data = {
+            path[len(table) + 1 :]: at
+            for path, at in self.objects.modified(table).items()
+            if path.endswith(".parquet") and not path.startswith(f"{table}/_delta_log/")
+        }
+        unreferenced = [rel for rel in data if rel not in referenced]
+        names, tombstones = {*live, *named}, set(live)
+        return Unreferenced(
+            named=[rel for rel in unreferenced if rel in names],
+            tombstoned=[rel for rel in unreferenced if rel in tombstones],
+            expired=[rel for rel in unreferenced if rel not in tombstones and data[rel] < bound],
+        )
+
+    def _checkpoint_tombstones(self, table: str) -> tuple[int, list[str]]:
+        """The version of *table*'s newest checkpoint and the paths its tombstones name
+        ((-1, []) without one)."""
         try:
             last = json.loads(self.objects.read(f"{table}/_delta_log/_last_checkpoint"))
         except (FileNotFoundError, OSError, ValueError):
-            return []
+            return -1, []
         version, parts = int(last["version"]), int(last.get("parts") or 1)
         names = (
             [f"{version:020d}.checkpoint.parquet"]
@@ -894,10 +947,10 @@ class Lake:
                     pa.BufferReader(self.objects.read(f"{table}/_delta_log/{name}")), columns=["remove"]
                 )
             except (FileNotFoundError, OSError):
-                return []  # a newer checkpoint replaced it meanwhile: the commit files name the rest
+                return -1, []  # a newer checkpoint replaced it meanwhile: the commit files name the rest
             removes = data.column("remove").combine_chunks()
             paths += [unquote(p) for p in pc.struct_field(removes, "path").to_pylist() if p is not None]
-        return paths
+        return version, paths
 
     def files(self) -> list[Path]:
         """Every file under a local store root (object stores: `objects.list()`)."""

@@ -14,9 +14,10 @@ never changes an answer:
   deletes those more than ``MaintenancePolicy.keep_log_versions`` versions below the
   checkpoint (every one costs every append): system time survives in ``_commits``
   whatever the log forgets.
-* **vacuum(retain=…)** deletes files that commits removed more than *retain* ago, and
-  only those (Delta's "lite" vacuum: a file written by an append still in flight is
-  not in the log, so it is never taken). A dry run by default.
+* **vacuum(retain=…)** deletes files that commits removed more than *retain* ago
+  (Delta's "lite" vacuum: a file written by an append still in flight is not in the
+  log, so it is never taken), and the files whose tombstones have expired, by their
+  age (never younger than `lake.IN_FLIGHT_GRACE_SECONDS`). A dry run by default.
 * **status()** files, commits, bytes and the oldest version time travel can still read.
 
 Each rewrite takes the table's maintenance lock (the one purge takes) and retries when
@@ -429,10 +430,14 @@ class Maintenance:
     ) -> VacuumReport:
         """Delete the files commits removed more than *retain* ago (a dry run by default).
 
-        Only files the log says were removed (compaction, purge) are candidates, never a
-        file the log does not know (an append still in flight elsewhere). Time travel to
-        a version that needed a vacuumed file stops working; the store's own as-of reads
-        do not use time travel and keep their answers.
+        The candidates are the files the log says were removed (compaction, purge): Delta's
+        lite vacuum. Once a tombstone expires (``delta.deletedFileRetentionDuration``) the
+        log no longer names its file, so a data file no snapshot references and no log
+        entry names goes too when it was written more than *retain* ago, and never
+        younger than `lake.IN_FLIGHT_GRACE_SECONDS` (an append still in flight elsewhere
+        is seconds old; `Lake.unreferenced_files`). Time travel to a version that needed
+        a vacuumed file stops working; the store's own as-of reads do not use time travel
+        and keep their answers.
 
         >>> # store.maintenance.vacuum(retain=timedelta(days=7))            # what would go
         >>> # store.maintenance.vacuum(retain=timedelta(days=7), dry_run=False)
@@ -461,7 +466,11 @@ class Maintenance:
                     )
 
                 gone = self._retry(vacuum)
-            rels = tuple(sorted(_relative(lake, kind, path) for path in gone))
+                leftovers = lake.unreferenced_files(kind, older_than=retain.total_seconds()).expired
+                if not dry_run:
+                    for rel in leftovers:
+                        lake.objects.delete(f"{kind}/{rel}")
+            rels = tuple(sorted({_relative(lake, kind, path) for path in gone} | set(leftovers)))
             if rels:
                 files[kind] = rels
                 size += sum(present.get(f"{kind}/{rel}", 0) for rel in rels)

@@ -222,6 +222,36 @@ def test_a_purge_deletes_compacted_away_files_no_log_entry_names_any_more(tmp_pa
     assert in_flight.exists(), "purge deleted a file no commit has removed"
 
 
+def test_vacuum_deletes_compacted_away_files_whose_tombstones_expired_and_no_append_in_flight(tmp_path):
+    clock = SimClock(day(1))
+    store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder(dim=32), maintenance=OFF)
+    for i in range(4):
+        clock.advance(hours=1)
+        store.write(fact(f"user:{i}", "plan", f"plan {i}", clock.now), by=MEMBER)
+    DeltaTable(f"{store.root}/fact").alter.set_table_properties(
+        {"delta.deletedFileRetentionDuration": "interval 1 seconds"}
+    )
+    before = answers(store)
+    old_files = {p.name for p in (Path(store.root) / "fact").glob("org=*/*.parquet")}
+    assert store.maintenance.compact().files_removed >= 4
+    time.sleep(1.5)
+    store.maintenance.checkpoint()  # the tombstones expired: the checkpoint no longer names the old files
+    age_files((Path(store.root) / "fact").glob("org=*/*.parquet"), days=30)
+    in_flight = next((Path(store.root) / "fact").glob("org=*")) / f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    pq.write_table(pa.table({"record_id": ["fac_in_flight"]}), in_flight)
+
+    dry = store.maintenance.vacuum(retain=timedelta(days=7))
+    assert {Path(rel).name for rel in dry.files["fact"]} == old_files
+    done = store.maintenance.vacuum(retain=timedelta(days=7), dry_run=False)
+
+    assert done.files == dry.files
+    assert not old_files & {p.name for p in (Path(store.root) / "fact").glob("org=*/*.parquet")}
+    assert in_flight.exists(), "vacuum deleted a file written a moment ago"
+    assert answers(store) == before
+    assert answers(ml.open(store.root, clock=clock, maintenance=OFF)) == before
+    assert store.maintenance.vacuum(retain=timedelta(days=60)).files == {}  # younger than that: kept
+
+
 def test_a_second_purge_after_compacting_a_purged_partition_deletes_the_old_files(tmp_path):
     # purge rewrites with delta-rs, whose files hold string_view columns; a compaction then
     # removes such a file, and the next purge reads it to delete it (found by
