@@ -222,12 +222,18 @@ def test_a_purge_deletes_compacted_away_files_no_log_entry_names_any_more(tmp_pa
     assert in_flight.exists(), "purge deleted a file no commit has removed"
 
 
-def test_vacuum_deletes_compacted_away_files_whose_tombstones_expired_and_no_append_in_flight(tmp_path):
+def four_small_files(tmp_path: Path, *, subjects: int) -> tuple[ml.MemoryStore, SimClock]:
+    """A store with the policy off and four one-fact appends an hour apart over *subjects* subjects."""
     clock = SimClock(day(1))
     store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder(dim=32), maintenance=OFF)
     for i in range(4):
         clock.advance(hours=1)
-        store.write(fact(f"user:{i}", "plan", f"plan {i}", clock.now), by=MEMBER)
+        store.write(fact(f"user:{i % subjects}", "plan", f"plan {i}", clock.now), by=MEMBER)
+    return store, clock
+
+
+def test_vacuum_deletes_compacted_away_files_whose_tombstones_expired_and_no_append_in_flight(tmp_path):
+    store, clock = four_small_files(tmp_path, subjects=4)
     DeltaTable(f"{store.root}/fact").alter.set_table_properties(
         {"delta.deletedFileRetentionDuration": "interval 1 seconds"}
     )
@@ -256,11 +262,7 @@ def test_a_second_purge_after_compacting_a_purged_partition_deletes_the_old_file
     # purge rewrites with delta-rs, whose files hold string_view columns; a compaction then
     # removes such a file, and the next purge reads it to delete it (found by
     # tests/test_model_maintenance.py: the purge raised ArrowNotImplementedError on is_in)
-    clock = SimClock(day(1))
-    store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder(dim=32), maintenance=OFF)
-    for i in range(4):
-        clock.advance(hours=1)
-        store.write(fact(f"user:{i % 3}", "plan", f"plan {i}", clock.now), by=MEMBER)
+    store, clock = four_small_files(tmp_path, subjects=3)
     store.maintenance.compact()
     clock.advance(days=1)
     store.forget("user:1", by=STEWARD, reason="erasure request")
