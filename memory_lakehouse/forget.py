@@ -901,9 +901,9 @@ def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
 
     A compaction's old files hold the rows it copied, the erased ones too, so every file a
     purge or compaction removed goes, once no snapshot file refers to it: those the log
-    names (`Lake.files_removed`: the checkpoint's tombstones and the rewrite commits still
-    in the log), and those it no longer names (their tombstones expired) that are older
-    than `lake.IN_FLIGHT_GRACE_SECONDS` (`Lake.unreferenced_files`). Never a vacuum, which
+    names (the checkpoint's tombstones and the rewrite commits still in the log), and those
+    it no longer names (their tombstones expired) that are older than
+    `lake.IN_FLIGHT_GRACE_SECONDS` (`Lake.unreferenced_files`). Never a vacuum, which
     on an object store would also take the files of appends still in flight; the same on a
     local store and an object store.
     """

@@ -124,11 +124,27 @@ IN_FLIGHT_GRACE_SECONDS = 3600.0
 
 @dataclass(frozen=True)
 class Unreferenced:
-    """A table's data files no snapshot references, three ways (`Lake.unreferenced_files`)."""
+    """A table's data files no snapshot references (`Lake.unreferenced_files`): those the log
+    names as removed (`named`: purge's), and those no live tombstone names that are old
+    enough (`expired`: purge's and vacuum's)."""
 
     named: list[str]
-    tombstoned: list[str]
     expired: list[str]
+
+
+#: Delta's pointer to a table's newest checkpoint, relative to the table.
+LAST_CHECKPOINT = "_delta_log/_last_checkpoint"
+
+
+def _last_checkpoint(raw: bytes | None) -> tuple[int, int] | None:
+    """(version, parts) of a ``_last_checkpoint`` file's content; None when absent or unreadable."""
+    if not raw:
+        return None
+    try:
+        last = json.loads(raw)
+        return int(last["version"]), int(last.get("parts") or 1)
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _parse_commit(table: str, entry: Mapping[str, Any]) -> Commit:
@@ -257,6 +273,15 @@ class ObjectStore:
         if self.is_local:
             return (Path(self.root) / rel).read_bytes()
         return self.remote.read(rel)
+
+    def read_if_exists(self, rel: str) -> bytes | None:
+        """The whole object at *rel*, or None when there is none."""
+        if not self.is_local:
+            return self.remote.read_if_exists(rel)
+        try:
+            return self.read(rel)
+        except FileNotFoundError:
+            return None
 
     def delete(self, rel: str) -> None:
         """Delete the object at *rel* (no error if it is already gone)."""
@@ -544,26 +569,22 @@ class Lake:
         stat of ``_last_checkpoint`` on a local store (read again only when it changed),
         one request on an object store.
         """
-        rel = f"{kind}/_delta_log/_last_checkpoint"
-        if self.is_local:
-            try:
-                st = os.stat(os.path.join(self.root, rel))
-            except FileNotFoundError:
-                return False
-            stat = (st.st_mtime_ns, st.st_size)
-            seen = self._checkpoints_seen.get(kind)
-            if seen is not None and seen[0] == stat:
-                return seen[1] > self.views[kind].version
-            raw: bytes | None = self.objects.read(rel)
-        else:
-            stat, raw = (0, 0), self.objects.remote.read_if_exists(rel)
+        rel = f"{kind}/{LAST_CHECKPOINT}"
+        if not self.is_local:
+            last = _last_checkpoint(self.objects.read_if_exists(rel))
+            return last is not None and last[0] > self.views[kind].version
         try:
-            version = int(json.loads(raw)["version"]) if raw else -1
-        except (ValueError, KeyError, TypeError):  # being rewritten: the next read asks again
+            st = os.stat(os.path.join(self.root, rel))
+        except FileNotFoundError:
             return False
-        if self.is_local:
-            self._checkpoints_seen[kind] = (stat, version)
-        return version > self.views[kind].version
+        stat = (st.st_mtime_ns, st.st_size)
+        seen = self._checkpoints_seen.get(kind)
+        if seen is None or seen[0] != stat:
+            last = _last_checkpoint(self.objects.read_if_exists(rel))
+            if last is None:  # being rewritten: the next read asks again
+                return False
+            seen = self._checkpoints_seen[kind] = (stat, last[0])
+        return seen[1] > self.views[kind].version
 
     def log_actions(self, table: str, version: int) -> list[dict[str, Any]]:
         """The actions of one commit file (immutable once written): commitInfo, add, remove...
@@ -869,23 +890,16 @@ class Lake:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def files_removed(self, table: str) -> list[str]:
-        """Paths (relative to the table) that rewrites removed and the log still names: what
-        purge deletes, with the files no log entry names any more (`unreferenced_files`).
+    def _removals(self, table: str) -> tuple[list[str], list[str]]:
+        """(files live tombstones name, files any rewrite commit still in the log names).
 
         Two sources, because the log forgets. The newest checkpoint keeps a tombstone for
         every file removed within ``delta.deletedFileRetentionDuration``, including files
         whose commit files the log's cleanup has deleted; the rewrite commits still in the
         log (compactions, purges: the snapshot knows their operation) name the rest, and
-        those older ones whose tombstones have expired. Call after a refresh. Costs one
-        read of the checkpoint and one per rewrite commit still in the log.
+        those after the checkpoint are live tombstones too. Costs one read of the
+        checkpoint and one per rewrite commit still in the log.
         """
-        live, named = self._removals(table)
-        return list(dict.fromkeys([*live, *named]))
-
-    def _removals(self, table: str) -> tuple[list[str], list[str]]:
-        """(files live tombstones name: the newest checkpoint's and the rewrite commits' after
-        it, files any rewrite commit still in the log names)."""
         version, live = self._checkpoint_tombstones(table)
         with self._lock:
             versions = sorted(v for v, c in self.views[table].commits.items() if c.operation in REWRITE_OPERATIONS)
@@ -904,12 +918,11 @@ class Lake:
     def unreferenced_files(self, table: str, *, older_than: float = IN_FLIGHT_GRACE_SECONDS) -> Unreferenced:
         """*table*'s data files (paths relative to it) that the current snapshot does not refer to.
 
-        `Unreferenced.named`: those the log names as removed (`files_removed`);
-        `Unreferenced.tombstoned`: those of them a live tombstone names (Delta's vacuum
-        deletes them once their removal is old enough); `Unreferenced.expired`: the others,
-        no live tombstone naming them, written more than *older_than* seconds ago and never
-        less than `IN_FLIGHT_GRACE_SECONDS` (a younger one may be an append in flight).
-        Call after a refresh.
+        `Unreferenced.named`: those the log names as removed (`_removals`);
+        `Unreferenced.expired`: those no live tombstone names (Delta's vacuum deletes the
+        others once their removal is old enough), written more than *older_than* seconds
+        ago and never less than `IN_FLIGHT_GRACE_SECONDS` (a younger one may be an append
+        in flight). Call after a refresh.
         """
         referenced = set(self.views[table].paths)
         live, named = self._removals(table)
@@ -923,18 +936,16 @@ class Lake:
         names, tombstones = {*live, *named}, set(live)
         return Unreferenced(
             named=[rel for rel in unreferenced if rel in names],
-            tombstoned=[rel for rel in unreferenced if rel in tombstones],
             expired=[rel for rel in unreferenced if rel not in tombstones and data[rel] < bound],
         )
 
     def _checkpoint_tombstones(self, table: str) -> tuple[int, list[str]]:
         """The version of *table*'s newest checkpoint and the paths its tombstones name
         ((-1, []) without one)."""
-        try:
-            last = json.loads(self.objects.read(f"{table}/_delta_log/_last_checkpoint"))
-        except (FileNotFoundError, OSError, ValueError):
+        last = _last_checkpoint(self.objects.read_if_exists(f"{table}/{LAST_CHECKPOINT}"))
+        if last is None:
             return -1, []
-        version, parts = int(last["version"]), int(last.get("parts") or 1)
+        version, parts = last
         names = (
             [f"{version:020d}.checkpoint.parquet"]
             if parts == 1
