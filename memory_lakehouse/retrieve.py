@@ -38,7 +38,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,11 @@ class _OrgState:
     bm25_versions: dict[str, int] | None = None
     episode_sizes: Counter[Any] | None = None  # episode key -> rows the org held at the BM25 build
     largest_episode: int = 0
+    #: kind -> (snapshot epoch, rows of the snapshot) the partition has been caught up over
+    index_cursor: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: the same for counting the org's rows (``known_rows``), which tells when BM25 is stale
+    count_cursor: dict[str, tuple[int, int]] = field(default_factory=dict)
+    known_rows: dict[str, int] = field(default_factory=dict)  # kind -> rows counted over count_cursor
 
 
 class Retriever:
@@ -201,16 +206,36 @@ class Retriever:
         return {kind: self.lake.views[kind].version for kind in INDEXED_KINDS}
 
     def _org_rows(
-        self, org: str, columns: Sequence[str] | Callable[[str], Sequence[str]]
+        self,
+        org: str,
+        columns: Sequence[str] | Callable[[str], Sequence[str]],
+        cursor: dict[str, tuple[int, int]] | None = None,
     ) -> list[tuple[str, pa.Table]]:
         """Active rows of *org* per kind, known to the store (what the index may hold).
 
-        *columns*: the columns to keep, or a function of the kind that names them."""
+        *columns*: the columns to keep, or a function of the kind that names them. With a
+        *cursor* (kind -> snapshot epoch and rows already looked at), only rows appended
+        since are read, and the cursor moves past them: positions in a snapshot do not
+        move within an epoch, so a caught-up partition reads a write's few rows instead
+        of filtering every row of the kind again (~15 ms at 100k). A rewrite (new epoch)
+        reads the kind whole. Rows of an incomplete transaction are skipped: when it
+        completes, the snapshot starts a new epoch (`Lake._complete_pending`).
+        """
         out = []
         for kind in INDEXED_KINDS:
-            rows = self.lake.known_rows(kind)
-            mask = pc.and_(pc.equal(rows.column("org"), org), pc.equal(rows.column("status"), "active"))
-            picked = rows.filter(mask)
+            rows = self.lake.all_rows(kind)
+            start = 0
+            if cursor is not None:
+                epoch = self.lake.views[kind].epoch
+                seen = cursor.get(kind)
+                start = seen[1] if seen is not None and seen[0] == epoch else 0
+                cursor[kind] = (epoch, rows.num_rows)
+            tail = rows.slice(start) if start else rows
+            mask = pc.and_(
+                pc.and_(pc.equal(tail.column("org"), org), pc.equal(tail.column("status"), "active")),
+                pc.is_valid(tail.column("known_since")),
+            )
+            picked = tail.filter(mask)
             names = list(columns(kind) if callable(columns) else columns)
             if "search_text" in names:
                 picked = picked.append_column("search_text", SPECS[kind].search_text(picked))
@@ -291,7 +316,7 @@ class Retriever:
             part = state.partition or Partition.create(int(self.embedder.dim))
             new_ids: list[str] = []
             new_texts: list[str] = []
-            for _, rows in self._org_rows(org, ["record_id", "search_text"]):
+            for _, rows in self._org_rows(org, ["record_id", "search_text"], state.index_cursor):
                 for rid, text in zip(
                     rows.column("record_id").to_pylist(), rows.column("search_text").to_pylist(), strict=True
                 ):
@@ -343,7 +368,8 @@ class Retriever:
                 old = self._state(org).partition
                 keep_ids: list[str] = []
                 texts: list[str] = []
-                for _, rows in self._org_rows(org, ["record_id", "search_text"]):
+                cursor: dict[str, tuple[int, int]] = {}
+                for _, rows in self._org_rows(org, ["record_id", "search_text"], cursor):
                     keep_ids += rows.column("record_id").to_pylist()
                     texts += rows.column("search_text").to_pylist()
                 gone = set(drop.get(org, ()))
@@ -367,7 +393,7 @@ class Retriever:
                 self.index.replace(
                     org, fresh, IndexTag(self.embedder.name, int(self.embedder.dim), versions, len(fresh))
                 )
-                self._orgs[org] = _OrgState(partition=fresh, versions=versions)
+                self._orgs[org] = _OrgState(partition=fresh, versions=versions, index_cursor=cursor)
                 self.trace(f"index {org}: rebuilt from the store ({len(fresh)} rows, {len(reuse)} vectors reused)")
                 done.append(org)
         return done
@@ -400,12 +426,20 @@ class Retriever:
         current = self._versions()
         stale = state.bm25 is None
         if not stale and state.bm25_versions != current:
-            known = sum(r.num_rows for _, r in self._org_rows(org, ["record_id"]))
-            stale = known - len(state.bm25_ids or {}) > BM25_STALE_SHARE * max(1, len(state.bm25_ids or {}))
+            for kind in INDEXED_KINDS:  # a rewritten snapshot (compaction, purge) is counted afresh
+                if state.count_cursor.get(kind, (None, 0))[0] != self.lake.views[kind].epoch:
+                    state.known_rows[kind] = 0
+            for kind, rows in self._org_rows(org, ["record_id"], state.count_cursor):
+                state.known_rows[kind] = state.known_rows.get(kind, 0) + rows.num_rows
+            built = len(state.bm25_ids or {})
+            stale = sum(state.known_rows.values()) - built > BM25_STALE_SHARE * max(1, built)
         if stale:
             ids: list[str] = []
             texts: list[str] = []
-            for _, rows in self._org_rows(org, ["record_id", "search_text"]):
+            state.count_cursor = {}
+            state.known_rows = {}
+            for kind, rows in self._org_rows(org, ["record_id", "search_text"], state.count_cursor):
+                state.known_rows[kind] = rows.num_rows
                 ids += rows.column("record_id").to_pylist()
                 texts += rows.column("search_text").to_pylist()
             state.bm25 = Bm25(texts)
@@ -603,7 +637,10 @@ class Retriever:
         for rid in rids:
             by_kind.setdefault(candidates[rid][0], []).append(rid)
         for kind, ids in by_kind.items():
-            rows = self.lake.all_rows(kind).take(pa.array([candidates[r][1] for r in ids], pa.int64()))
+            rows = self.lake.all_rows(kind)
+            # take only what the text reads: a take over every column of a many-chunk snapshot costs ms
+            rows = rows.select(list(dict.fromkeys(c for c in SPECS[kind].text_parts if c in rows.column_names)))
+            rows = rows.take(pa.array([candidates[r][1] for r in ids], pa.int64()))
             out.update(zip(ids, SPECS[kind].search_text(rows).to_pylist(), strict=True))
         return [out[r] for r in rids]
 
