@@ -92,9 +92,18 @@ class Forgotten:
         )
 
 
-def forgotten_sql(alias: str = "") -> str:
-    """The ledger condition: True for rows that are *not* forgotten."""
-    a = f"{alias}." if alias else ""
+def forgotten_sql(alias: str) -> str:
+    """The ledger condition: True for rows that are *not* forgotten.
+
+    The row's columns are always qualified by *alias*: the ledger table has columns of
+    the same names (``generation``, ``org``, ``division``, ``team``), and an unqualified
+    name inside the subquery binds to the ledger's own, which turned "written at an older
+    generation" into ``f.generation < f.generation`` and the scope match into
+    ``f.org = f.org`` (so a stale row appended after a forget stayed visible).
+    """
+    if not alias:
+        raise ValueError("forgotten_sql needs the row's table alias (see its docstring)")
+    a = f"{alias}."
     return f"""NOT EXISTS (SELECT 1 FROM forgotten_subjects f
            WHERE ((f.key = {a}subject_key AND {a}generation < f.generation)
                   OR (f.key = {a}actor_key AND {a}known_since <= f.forgotten_at))
@@ -382,10 +391,10 @@ class Visibility:
         inserted = (view.epoch, applied, offset) != (epoch, *self._mirrored.get(kind, (-1, 0, 0))[1:])
         self._mirrored[kind] = (view.epoch, applied, offset)
         if self._hidden_for.get(kind) is not self._forgotten:
-            self.con.execute(f"UPDATE {name} SET hidden = NOT ({forgotten_sql()})")
+            self.con.execute(f"UPDATE {name} AS t SET hidden = NOT ({forgotten_sql('t')})")
             self._hidden_for[kind] = self._forgotten
         elif inserted and not self._forgotten.empty:
-            self.con.execute(f"UPDATE {name} SET hidden = NOT ({forgotten_sql()}) WHERE hidden IS NULL")
+            self.con.execute(f"UPDATE {name} AS t SET hidden = NOT ({forgotten_sql('t')}) WHERE t.hidden IS NULL")
         return name
 
     def _create_empty(self, kind: str, name: str) -> str:

@@ -13,6 +13,8 @@ import tempfile
 from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from _forgetting import (
     OTHER,
@@ -224,6 +226,77 @@ def test_a_forget_covers_only_the_stewards_subtree(tmp_path):
     assert store.get_fact(SUBJECT, "plan", by=MEMBER) is None
     assert present(store.get_fact(SUBJECT, "plan", by=seller)).value == "sales' view"
     assert present(store.get_fact(SUBJECT, "plan", by=seller, as_of=day(1, 1))).value == "sales' view"
+
+
+def test_a_row_appended_at_the_subjects_old_generation_after_a_forget_stays_hidden(tmp_path):
+    """A writer that skips the write path's generation check (an old backfill job, another
+    engine appending to the table) re-appends the subject's row as it was: the ledger
+    hides it, on every read path and at every basis, because it carries an older
+    generation than the tombstone."""
+    clock = SimClock(day(1))
+    store = open_store(tmp_path / "store", clock=clock)
+    old = store.write(fact(SUBJECT, "plan", "enterprise", day(0)), by=CURATOR)
+    stale = store.lake.all_rows("fact").filter(pc.equal(store.lake.all_rows("fact").column("record_id"), old.record_id))
+    clock.advance(hours=1)
+    store.forget(SUBJECT, by=STEWARD, reason="erasure request")
+    clock.advance(hours=1)
+    assert store.get_fact(SUBJECT, "plan", by=MEMBER) is None
+
+    append_raw(store, stale, record_id="rerun-1")
+    clock.advance(hours=1)
+    bases: tuple[dict[str, Any], ...] = ({}, {"as_of": clock.now - timedelta(minutes=30)})
+    for basis in bases:
+        assert store.get_fact(SUBJECT, "plan", by=MEMBER, **basis) is None, basis
+        assert len(store.history(SUBJECT, "plan", by=MEMBER, **basis)) == 0, basis
+    assert not store.recall("enterprise plan", by=MEMBER, kinds=["fact"])
+    store.vis.use_heads = False  # the per-reader query agrees
+    assert store.get_fact(SUBJECT, "plan", by=MEMBER) is None
+
+
+def test_forgetting_a_subject_in_one_org_leaves_its_rows_in_another(tmp_path):
+    """The tombstone's scope is the steward's subtree: another org's rows about the same
+    subject, or scoped to an actor of the same name, are that org's memory."""
+    clock = SimClock(day(1))
+    store = open_store(tmp_path / "store", clock=clock)
+    globex_lead = ml.Principal("g-lead", ml.Scope("globex"), role="curator")
+    globex_alice = ml.Principal("alice", ml.Scope("globex", "support", "t1", "alice"), role="member")
+    theirs = store.write(fact(SUBJECT, "plan", "globex plan", day(0), scope=ml.Scope("globex")), by=globex_lead)
+    note = store.write(fact("ticket:G-1", "note", "globex note", day(0)), by=globex_alice)
+    ours = store.write(fact("ticket:A-1", "note", "acme note", day(0)), by=MEMBER)
+    stale = store.lake.all_rows("fact").filter(
+        pc.equal(store.lake.all_rows("fact").column("record_id"), theirs.record_id)
+    )
+    clock.advance(hours=1)
+    store.forget(SUBJECT, by=STEWARD, reason="erasure request")
+    store.forget("alice", by=STEWARD, reason="employee left")
+    clock.advance(hours=1)
+    append_raw(store, stale, record_id="globex-rerun")  # globex's own row again: not under the tombstone
+    clock.advance(hours=1)
+
+    assert store.get_fact("ticket:A-1", "note", by=MEMBER) is None and ours.record_id
+    assert present(store.get_fact("ticket:G-1", "note", by=globex_alice)).record_id == note.record_id
+    assert present(store.get_fact(SUBJECT, "plan", by=globex_alice)).value == "globex plan"
+    listed = {r.record_id for r in store.list(None, by=globex_alice, kinds=["fact"])}
+    assert listed == {note.record_id, "globex-rerun"}  # the re-run is the slot's newest version
+
+
+def append_raw(store: ml.MemoryStore, row: pa.Table, *, record_id: str) -> None:
+    """*row* appended again under a new id, straight to the table (no write path, no checks)."""
+    from memory_lakehouse.lake import commit_metadata, new_txn_id
+
+    raw = row.drop_columns(["known_since", "commit_version", "actor_key"])
+    raw = raw.set_column(raw.schema.get_field_index("record_id"), "record_id", pa.array([record_id]))
+    meta = commit_metadata(
+        txn_id=new_txn_id(),
+        committed_at=store.lake.clock.read(),
+        op="write",
+        actor="backfill",
+        reason="rerun",
+        writers=["backfill@v1"],
+        kinds=["fact"],
+        records=1,
+    )
+    store.lake.append({"fact": raw}, meta)
 
 
 def test_only_a_steward_forgets_and_always_with_a_reason(store):
