@@ -36,7 +36,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from .errors import ValidationError
-from .lake import storage_errors
+from .lake import storage_errors, take_rows
 from .objectstore import Freshness, RemoteFiles, commit_file, read_table_rows
 from .progress import Progress
 from .query import Forgotten, Visibility
@@ -476,7 +476,7 @@ def purge_targets(vis: Visibility, *, now: datetime, grace: timedelta, expired: 
 
 def erased_values(lake: Lake, kind: str, positions: Any) -> set[str]:
     """The distinctive text of rows about to be erased: what verification must not find."""
-    return _text_values(kind, lake.all_rows(kind).take(positions))
+    return _text_values(kind, take_rows(lake.all_rows(kind), positions))
 
 
 def _text_columns(kind: str) -> list[str]:
@@ -749,7 +749,7 @@ def run_purge(
             values |= erased_values(lake, kind, t.column("_row"))
             for org, rid in zip(t.column("org").to_pylist(), t.column("record_id").to_pylist(), strict=True):
                 erased_by_org.setdefault(org, set()).add(rid)
-            picked = lake.all_rows(kind).take(t.column("_row"))
+            picked = take_rows(lake.all_rows(kind), t.column("_row"))
             names |= _names_of(picked, forgotten_keys)
             erased += zip(picked.column("subject_key").to_pylist(), picked.column("record_id").to_pylist(), strict=True)
     before = _sizes(lake)

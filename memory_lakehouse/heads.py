@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .lake import take_rows
 from .scope import Scope
 
 #: The levels a reader's scope is matched on below the org (the org always matches exactly).
@@ -53,6 +54,17 @@ SUBJECT_IN_SLOT = frozenset({"fact", "preference"})
 
 _FALSE = pa.scalar(False, pa.bool_())
 
+#: The columns a (slot, scope)'s versions are ordered by to pick its head, greatest first (then
+#: position), as `query.visibility_sql` orders them: ``ORDER BY valid_from DESC, known_since
+#: DESC, commit_version DESC, _row DESC``.
+HEAD_KEY: tuple[str, ...] = ("valid_from", "known_since", "commit_version")
+
+
+def _key(rows: pa.Table) -> np.ndarray:
+    """The head key of each row as an (n, 3) int64 array (timestamps in µs)."""
+    cols = [pc.cast(rows.column(c), pa.int64()).to_numpy(zero_copy_only=False) for c in HEAD_KEY]
+    return np.stack(cols, axis=1).astype(np.int64) if rows.num_rows else np.empty((0, 3), np.int64)
+
 
 def scope_rule_sql(level: str, b: str) -> str:
     """The scope rule for one level below the org, as the query spells it."""
@@ -73,14 +85,17 @@ class OrgHeads:
     """Every (slot, scope) head of one org at one basis cell, whether it is live, and how
     to pick one reader's visible rows out of them.
 
-    Arrays are sorted by (slot, depth); ``order`` is each head's place in the query's
-    output order (newest ``valid_from`` first). ``rows`` are positions in the kind's
-    Arrow snapshot.
+    Arrays are sorted by (slot, depth); ``order`` is each head's place in the output order
+    (newest ``valid_from`` first, then ``known_since``, ``commit_version`` and position:
+    the head key, `HEAD_KEY`). ``rows`` are positions in the kind's Arrow snapshot.
     """
 
     rows: np.ndarray
     lineage: np.ndarray
+    lineage_codes: dict[str, int]
+    depth: np.ndarray
     live: np.ndarray
+    key: np.ndarray  # (n, 3): valid_from, known_since, commit_version (µs, µs, version)
     order: np.ndarray
     levels: dict[str, tuple[np.ndarray, dict[str, int]]]
     slot_values: dict[str, pa.Array]
@@ -93,25 +108,137 @@ class OrgHeads:
     def build(cls, hits: pa.Table, snapshot: pa.Table, kind: str) -> OrgHeads:
         """From the per-scope query's result (``_row, lineage_id, scope_depth, division,
         team, actor, live``) and the snapshot the positions point into."""
-        # the query returns heads in its output order (newest valid_from first): remember each
-        # one's place there, then sort by (slot, depth) for the per-reader pick
-        hits = hits.append_column("_out", pa.array(np.arange(hits.num_rows, dtype=np.int64)))
         if hits.num_rows:
             hits = hits.take(pc.sort_indices(hits, [("lineage_id", "ascending"), ("scope_depth", "ascending")]))
         rows = hits.column("_row").to_numpy().astype(np.int64)
-        lineage, _ = _codes(hits.column("lineage_id"))
-        live = hits.column("live").to_numpy(zero_copy_only=False).astype(bool)
-        levels = {level: _codes(hits.column(level)) for level in SCOPE_LEVELS}
-        taken = snapshot.select(sorted(SLOT_COLUMNS.get(kind, ()))).take(pa.array(rows, pa.int64()))
-        heads = cls(
+        lineage, lineage_codes = _codes(hits.column("lineage_id"))
+        taken = take_rows(snapshot.select([*HEAD_KEY, *sorted(SLOT_COLUMNS.get(kind, ()))]), rows)
+        return cls._assemble(
             rows=rows,
             lineage=lineage,
-            live=live,
-            order=hits.column("_out").to_numpy().astype(np.int64),
-            levels=levels,
-            slot_values={c: taken.column(c).combine_chunks() for c in taken.column_names},
+            lineage_codes=lineage_codes,
+            depth=hits.column("scope_depth").to_numpy().astype(np.int8),
+            live=hits.column("live").to_numpy(zero_copy_only=False).astype(bool),
+            key=_key(taken),
+            levels={level: _codes(hits.column(level)) for level in SCOPE_LEVELS},
+            slot_values={c: taken.column(c).combine_chunks() for c in sorted(SLOT_COLUMNS.get(kind, ()))},
         )
-        heads.nbytes = int(rows.nbytes * 4 + taken.nbytes + sum(c.nbytes for c, _ in levels.values()))
+
+    @classmethod
+    def _assemble(cls, **parts: Any) -> OrgHeads:
+        key = parts["key"]
+        n = len(parts["rows"])
+        # the output order: newest head key first, ties broken by the later position
+        by_key = np.lexsort((-parts["rows"], -key[:, 2], -key[:, 1], -key[:, 0])) if n else np.empty(0, np.int64)
+        order = np.empty(n, dtype=np.int64)
+        order[by_key] = np.arange(n, dtype=np.int64)
+        heads = cls(order=order, **parts)
+        heads.nbytes = int(
+            heads.rows.nbytes * 3
+            + key.nbytes
+            + sum(v.nbytes for v in heads.slot_values.values())
+            + sum(c.nbytes for c, _ in heads.levels.values())
+        )
+        return heads
+
+    def advanced(self, new: pa.Table, kind: str) -> OrgHeads:
+        """These heads with rows appended since taken in: the heads at a later basis, when
+        nothing but those rows can have changed between the two (`query.Visibility._heads_at`
+        checks that no other row's instant lies between the bases).
+
+        *new* holds the appended rows that are candidates at the later basis (they pass
+        its basis rules: see `query.appended_candidates`), with ``_row``, ``live``, the
+        scope levels, the head key and the slot columns. A (slot, scope) head is the
+        candidate with the greatest head key (`visibility_sql`'s QUALIFY), and the
+        greatest key of a union is the greater of the parts' greatest: each new candidate
+        replaces its (slot, scope)'s head if its key is greater, or becomes the head of a
+        (slot, scope) that had none. Nothing else moves.
+        """
+        if not new.num_rows:
+            return self
+        rows, live, key = self.rows.copy(), self.live.copy(), self.key.copy()
+        lineage, depth = self.lineage.copy(), self.depth.copy()
+        lineage_codes = self.lineage_codes
+        levels = {level: (codes.copy(), lookup) for level, (codes, lookup) in self.levels.items()}
+        n = len(rows)
+        source = np.arange(n, dtype=np.int64)  # where each head's slot values come from: old heads, then *new*
+        origin = np.arange(n, dtype=np.int64)  # each head's index before this advance; -1 for a new (slot, scope)
+        new_key = _key(new)
+        new_rows = new.column("_row").to_numpy().astype(np.int64)
+        new_live = new.column("live").to_numpy(zero_copy_only=False).astype(bool)
+        new_levels = {level: new.column(level).to_pylist() for level in SCOPE_LEVELS}
+        appended: list[int] = []  # indices into *new* of (slot, scope)s that had no head
+        placed: dict[tuple[Any, ...], int] = {}  # (slot, scope) -> its head's index among the combined heads
+        for j, lineage_id in enumerate(new.column("lineage_id").to_pylist()):
+            scope = tuple(new_levels[level][j] for level in SCOPE_LEVELS)
+            group = (lineage_id, *scope)
+            at = placed.get(group)
+            if at is None:
+                code = lineage_codes.get(lineage_id)
+                if code is not None:
+                    match = np.flatnonzero(lineage == code)
+                    for level, value in zip(SCOPE_LEVELS, scope, strict=True):
+                        codes, lookup = levels[level]
+                        match = match[codes[match] == (-1 if value is None else lookup.get(value, -2))]
+                    at = int(match[0]) if len(match) else None
+            if at is None:  # a (slot, scope) with no head yet
+                if lineage_id not in lineage_codes:
+                    lineage_codes = dict(lineage_codes) if lineage_codes is self.lineage_codes else lineage_codes
+                    lineage_codes[lineage_id] = len(lineage_codes)
+                at = len(rows)
+                rows = np.append(rows, new_rows[j])
+                live = np.append(live, new_live[j])
+                key = np.vstack([key, new_key[j]])
+                lineage = np.append(lineage, np.int32(lineage_codes[lineage_id]))
+                depth = np.append(depth, np.int8(1 + sum(v is not None for v in scope)))
+                for level, value in zip(SCOPE_LEVELS, scope, strict=True):
+                    codes, lookup = levels[level]
+                    if value is not None and value not in lookup:
+                        lookup = dict(lookup)
+                        lookup[value] = len(lookup)
+                    levels[level] = (np.append(codes, np.int32(-1 if value is None else lookup[value])), lookup)
+                source = np.append(source, n + j)
+                origin = np.append(origin, -1)
+                appended.append(j)
+            elif (tuple(new_key[j]), new_rows[j]) > (tuple(key[at]), rows[at]):
+                rows[at], live[at], key[at], source[at] = new_rows[j], new_live[j], new_key[j], n + j
+            placed[group] = at
+        if appended:  # keep (slot, depth) order: each slot's heads in one run, deepest last
+            perm = np.lexsort((depth, lineage))
+            rows, live, key, lineage, depth, source, origin = (
+                a[perm] for a in (rows, live, key, lineage, depth, source, origin)
+            )
+            levels = {level: (codes[perm], lookup) for level, (codes, lookup) in levels.items()}
+        take = pa.array(source, pa.int64())
+        slot_values = {
+            c: pa.concat_arrays([values, new.column(c).combine_chunks().cast(values.type)]).take(take)
+            for c, values in self.slot_values.items()
+        }
+        heads = OrgHeads._assemble(
+            rows=rows,
+            lineage=lineage,
+            lineage_codes=lineage_codes,
+            depth=depth,
+            live=live,
+            key=key,
+            levels=levels,
+            slot_values=slot_values,
+        )
+        if self._by_subject is not None and kind in SUBJECT_IN_SLOT:
+            # a replaced head keeps its slot, so its subject: move the old index, insert the new heads
+            subjects = new.column("subject_key").to_pylist()
+            keys, held = self._by_subject
+            moved = np.empty(n, dtype=np.int64)
+            kept = origin >= 0
+            moved[origin[kept]] = np.flatnonzero(kept)
+            added = np.flatnonzero(~kept)
+            added_keys = np.asarray([subjects[source[p] - n] for p in added], dtype="S64")
+            by_key = np.argsort(added_keys, kind="stable")
+            where = np.searchsorted(keys, added_keys[by_key], "right")
+            heads._by_subject = (
+                np.insert(keys, where, added_keys[by_key]),
+                np.insert(moved[held], where, added[by_key]),
+            )
         return heads
 
     def __len__(self) -> int:
@@ -186,7 +313,7 @@ class OrgHeads:
 
     def _subject_rows(self, key: str, snapshot: pa.Table) -> np.ndarray:
         if self._by_subject is None:
-            column = snapshot.column("subject_key").take(pa.array(self.rows, pa.int64()))
+            column = take_rows(snapshot.select(["subject_key"]), self.rows).column(0)
             keys = np.asarray(column.to_numpy(zero_copy_only=False), dtype="S64")
             perm = np.argsort(keys, kind="stable")
             self._by_subject = (keys[perm], perm)

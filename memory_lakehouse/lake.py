@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
@@ -190,6 +191,41 @@ def commit_metadata(
         META_PREFIX + "kinds": json.dumps(sorted(set(kinds))),
         META_PREFIX + "records": str(records),
     }
+
+
+def take_rows(table: pa.Table, positions: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Table:
+    """``table.take(positions)``, taken record batch by record batch: the same rows in the same order.
+
+    Reads take a few rows of a kind's snapshot by position. pyarrow's ``Table.take``
+    works over whole chunked columns: one row of a 100k-row, 30-column snapshot with a
+    few dozen chunks (a write appends one) costs 3-6 ms, and ~2.5 ms with one chunk;
+    ``RecordBatch.take`` on the batches the positions fall in costs ~0.2 ms.
+    """
+    if isinstance(positions, pa.ChunkedArray):
+        positions = positions.combine_chunks()
+    wanted = positions.to_numpy(zero_copy_only=False) if isinstance(positions, pa.Array) else positions
+    wanted = np.asarray(wanted, dtype=np.int64)
+    if not len(wanted):
+        return table.slice(0, 0)  # Table.take of nothing costs as much as of one row
+    batches = table.to_batches()
+    starts = np.cumsum([0] + [b.num_rows for b in batches])
+    order = np.argsort(wanted, kind="stable")
+    ordered = wanted[order]
+    if len(ordered) and (ordered[0] < 0 or ordered[-1] >= table.num_rows):
+        raise IndexError(f"take_rows: positions out of range for a table of {table.num_rows} rows")
+    cuts = np.searchsorted(ordered, starts)
+    parts = [
+        batches[i].take(pa.array(ordered[cuts[i] : cuts[i + 1]] - starts[i], pa.int64()))
+        for i in range(len(batches))
+        if cuts[i + 1] > cuts[i]
+    ]
+    out = pa.Table.from_batches(parts, schema=table.schema)
+    if np.all(order[1:] > order[:-1]):
+        return out  # the positions were in order already
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    merged = out.combine_chunks().to_batches()  # one batch: its take is the cheap one
+    return pa.Table.from_batches([merged[0].take(pa.array(back, pa.int64()))], schema=table.schema)
 
 
 def new_txn_id() -> str:

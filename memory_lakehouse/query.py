@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from .errors import ValidationError
 from .heads import SCOPE_LEVELS, SLOT_COLUMNS, SUBJECT_IN_SLOT, OrgHeads, scope_rule_sql
-from .lake import Lake
+from .lake import Lake, take_rows
 from .records import SPECS, subject_key
 from .scope import Principal
 from .time import Basis, require_aware
@@ -237,6 +237,47 @@ ORDER BY decision_id, valid_from DESC, known_since DESC
 """
 
 
+#: The basis's own rules for a single read of active memory (the ledger's verdict and the status).
+HEAD_RULES: tuple[str, ...] = ("NOT r.hidden", "r.status = 'active'")
+
+
+def appended_candidates(rows: pa.Table, basis: Basis, hidden: Collection[int]) -> pa.Table:
+    """Which of an org's appended *rows* are candidates at *basis*, with their ``live`` flag:
+    the rules of `visibility_sql` for ``per_scope=True`` with `HEAD_RULES`, applied to rows
+    no retraction has reached (`Visibility._advanced` takes no appended retraction), clause
+    by clause:
+
+    * ``r.known_since <= known_at`` (NULL while the row's transaction is incomplete: not known);
+    * ``r.retracted_since IS NULL ...``: nothing has retracted these rows;
+    * ``r.valid_from <= valid_at``;
+    * ``NOT r.hidden``: *hidden* (positions), the ledger's verdict (`forgotten_sql`);
+    * ``r.status = 'active'``;
+    * ``live``: ``(valid_to IS NULL OR valid_to > valid_at) AND (expires_at IS NULL OR
+      expires_at > valid_at)``.
+
+    tests/test_heads.py checks heads advanced this way against the query after every write.
+    """
+    known_at = pa.scalar(basis.known_at, pa.timestamp("us", tz="UTC"))
+    valid_at = pa.scalar(basis.valid_at, pa.timestamp("us", tz="UTC"))
+    keep = pc.and_(
+        pc.and_(
+            pc.less_equal(rows.column("known_since"), known_at), pc.less_equal(rows.column("valid_from"), valid_at)
+        ),
+        pc.equal(rows.column("status"), "active"),
+    )
+    if hidden:
+        keep = pc.and_(keep, pc.invert(pc.is_in(rows.column("_row"), pa.array(sorted(hidden), pa.int64()))))
+    picked = rows.filter(pc.fill_null(keep, _FALSE_SCALAR))
+
+    def open_after(col: str) -> pa.ChunkedArray:
+        return pc.fill_null(pc.greater(picked.column(col), valid_at), True)
+
+    return picked.append_column("live", pc.and_(open_after("valid_to"), open_after("expires_at")))
+
+
+_FALSE_SCALAR = pa.scalar(False, pa.bool_())
+
+
 def _filter_clauses(
     kind: str, filters: Mapping[str, Any] | None, params: dict[str, Any], *, carried: bool = False
 ) -> tuple[list[str], list[str]]:
@@ -328,8 +369,8 @@ class Visibility:
         self._last_reads: OrderedDict[tuple[Any, ...], tuple[Any, ...]] = (
             OrderedDict()
         )  # (kind, reader scope) -> last basis
-        # (kind, org) -> [(state, known_at µs, valid_at µs, OrgHeads)]: slot heads per basis cell
-        self._heads: dict[tuple[str, str], list[tuple[tuple[Any, ...], int, int, OrgHeads]]] = {}
+        # (kind, org) -> slot heads per basis cell
+        self._heads: dict[tuple[str, str], list[_HeadCell]] = {}
         self._heads_lru: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     # ---------------------------------------------------------------- plumbing
@@ -428,7 +469,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             wanted = [c for c in columns if c != "search_text"]
             source = [c for c in SPECS[kind].text_parts if c in rows.column_names] if "search_text" in columns else []
             rows = rows.select(list(dict.fromkeys(wanted + source)))
-        rows = rows.take(positions)
+        rows = take_rows(rows, positions)
         if columns is not None and "search_text" in columns:
             rows = rows.append_column("search_text", SPECS[kind].search_text(rows))
         return rows if columns is None else rows.select(list(columns))
@@ -536,12 +577,14 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         return rows
 
     def _heads_at(self, kind: str, org: str, basis: Basis) -> tuple[OrgHeads | None, str]:
-        """*org*'s slot heads at a basis equivalent to *basis*: remembered, or from the query.
+        """*org*'s slot heads at a basis equivalent to *basis*: remembered, advanced, or from the query.
 
         None when no append brought *org* rows of *kind* (every rule matches the row's org
         to the reader's: nothing can be visible). A cell is reused while the org's rows,
         the snapshot and the ledger are unchanged and no row boundary lies between its
-        basis and *basis* (`_Boundaries.crosses`), as for remembered results.
+        basis and *basis* (`_Boundaries.crosses`), as for remembered results. After a
+        write to the org, a cell whose own rows have no boundary between the bases is
+        advanced by the appended rows (`OrgHeads.advanced`) instead of querying again.
         """
         bounds = self._boundaries(kind)
         if not bounds.appends.get(org, 0):
@@ -550,33 +593,79 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         k, v = _micros(basis.known_at), _micros(basis.valid_at)
         cells = self._heads.setdefault((kind, org), [])
         for cell in cells:
-            if cell[0] == state and not bounds.crosses(org, (cell[1], k), (cell[2], v)):
+            if cell.state == state and not bounds.crosses(org, (cell.known_at, k), (cell.valid_at, v)):
                 self._heads_lru.move_to_end((kind, org))
-                return cell[3], "from cache: no row boundary between the bases"
-        table = self._register(kind)
-        params = {
-            "basis_org": org,
-            "basis_known_at": basis.known_at,
-            "basis_valid_at": basis.valid_at,
-            "basis_decision_id": "read",
-            "basis_subject_key": None,
-        }
-        sql = visibility_sql(
-            f"{table} r",
-            lambda c: f"$basis_{c}",
-            ["NOT r.hidden", "r.status = 'active'"],
-            heads_only=True,
-            per_scope=True,
-        )
-        heads = OrgHeads.build(self.execute(sql, params), self.lake.all_rows(kind), kind)
-        cells[:] = [c for c in cells if c[0] == state][-(HEAD_CELLS - 1) :] + [(state, k, v, heads)]
+                return cell.heads, "from cache: no row boundary between the bases"
+        heads, source = self._advanced(kind, org, basis, cells, state), "advanced by the rows written since"
+        if heads is None:
+            table = self._register(kind)
+            params = {
+                "basis_org": org,
+                "basis_known_at": basis.known_at,
+                "basis_valid_at": basis.valid_at,
+                "basis_decision_id": "read",
+                "basis_subject_key": None,
+            }
+            sql = visibility_sql(
+                f"{table} r",
+                lambda c: f"$basis_{c}",
+                list(HEAD_RULES),
+                heads_only=True,
+                per_scope=True,
+            )
+            heads, source = (
+                OrgHeads.build(self.execute(sql, params), self.lake.all_rows(kind), kind),
+                "new: one query for the org",
+            )
+        cell = _HeadCell(state, k, v, heads, bounds.known.get(org, _NONE), bounds.valid.get(org, _NONE))
+        cells[:] = [c for c in cells if c.state == state][-(HEAD_CELLS - 1) :] + [cell]
         self._heads_lru[(kind, org)] = None
         self._heads_lru.move_to_end((kind, org))
-        total = sum(c[3].nbytes + c[3].memo_bytes for cs in self._heads.values() for c in cs)
+        total = sum(c.heads.nbytes + c.heads.memo_bytes for cs in self._heads.values() for c in cs)
         while total > HEADS_BYTES and len(self._heads_lru) > 1:
             old, _ = self._heads_lru.popitem(last=False)
-            total -= sum(c[3].nbytes + c[3].memo_bytes for c in self._heads.pop(old, []))
-        return heads, "new: one query for the org"
+            total -= sum(c.heads.nbytes + c.heads.memo_bytes for c in self._heads.pop(old, []))
+        return heads, source
+
+    def _advanced(
+        self, kind: str, org: str, basis: Basis, cells: Sequence[_HeadCell], state: tuple[Any, ...]
+    ) -> OrgHeads | None:
+        """The newest cell of the same snapshot and ledger advanced by the org's rows appended
+        since it was built, or None (the query runs).
+
+        Exact when none of the cell's own rows has an instant between its basis and
+        *basis* (checked on the instants it was built with): then the old rows' candidacy,
+        heads and liveness are what they were, and only the appended rows are new
+        candidates. Falls back to the query when the appended rows hold a retraction
+        (it changes another row's ``retracted_since``), or are too many to be worth it.
+        """
+        k, v = _micros(basis.known_at), _micros(basis.valid_at)
+        epoch, appends, ledger = state
+        for cell in reversed(cells):
+            c_epoch, c_appends, c_ledger = cell.state
+            if c_epoch != epoch or c_ledger != ledger or c_appends >= appends:
+                continue
+            if _between(cell.known_bounds, cell.known_at, k) or _between(cell.valid_bounds, cell.valid_at, v):
+                continue
+            view = self.lake.views[kind]
+            parts = []
+            for index, first in self._boundaries(kind).chunks[org][c_appends:]:
+                chunk = view.chunks[index]
+                positions = pa.array(np.arange(first, first + chunk.num_rows, dtype=np.int64))
+                parts.append(chunk.append_column("_row", positions).filter(pc.equal(chunk.column("org"), org)))
+            appended = pa.concat_tables(parts)
+            if appended.num_rows > ADVANCE_ROWS or pc.any(pc.equal(appended.column("status"), "retracted")).as_py():
+                return None
+            hidden = self._hidden_positions(kind, appended) if not self._forgotten.empty else set()
+            return cell.heads.advanced(appended_candidates(appended, basis, hidden), kind)
+        return None
+
+    def _hidden_positions(self, kind: str, rows: pa.Table) -> set[int]:
+        """Which of *rows* (by ``_row``) the ledger hides: the mirror's ``hidden``, computed by `forgotten_sql`."""
+        name = self._register(kind)
+        lo = pc.min(rows.column("_row")).as_py()
+        hidden = self.execute(f"SELECT _row FROM {name} WHERE _row >= $lo AND hidden", {"lo": lo})
+        return set(hidden.column("_row").to_pylist())
 
     def _from_reader_set(
         self,
@@ -865,7 +954,6 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             bounds = self._bounds[kind] = _Boundaries(view.epoch)
         for chunk in view.chunks[bounds.applied :]:
             bounds.add(chunk)
-        bounds.applied = len(view.chunks)
         return bounds
 
     def clear_cache(self) -> None:
@@ -949,6 +1037,8 @@ DUCKDB_THREADS = 1
 #: Basis cells of slot heads kept per (kind, org) (now, and a few past bases), and the bytes
 #: all of them may hold.
 HEAD_CELLS = 4
+#: Heads are advanced by at most this many appended rows of the org; more run the query.
+ADVANCE_ROWS = 512
 HEADS_BYTES = 256 * 2**20
 #: Results a cell remembers for readers who read again (a recall's ids: ~50 KB per 1k visible rows).
 HEAD_MEMO_BYTES = 16 * 2**20
@@ -963,18 +1053,35 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
 
+@dataclass
+class _HeadCell:
+    """An org's slot heads at one basis, with what they were built from: the org's state
+    and the instants of its rows then (`_Boundaries`), which `Visibility._advanced` checks."""
+
+    state: tuple[Any, ...]
+    known_at: int
+    valid_at: int
+    heads: OrgHeads
+    known_bounds: np.ndarray
+    valid_bounds: np.ndarray
+
+
 def _micros(value: datetime) -> int:
     return ((value if value.tzinfo else value.replace(tzinfo=UTC)) - _EPOCH) // _MICRO
 
 
 class _Boundaries:
-    """Per org: how many appends brought it rows, and the sorted instants at which one of
-    its rows' visibility can flip, per clock (known_since; valid_from, valid_to, expires_at)."""
+    """Per org: how many appends brought it rows (and which chunks of the snapshot they are),
+    and the sorted instants at which one of its rows' visibility can flip, per clock
+    (known_since; valid_from, valid_to, expires_at). Each ``add`` replaces an org's arrays
+    with new ones, so a holder of the old arrays keeps the instants as they were then."""
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch
         self.applied = 0
+        self.rows = 0  # rows of the chunks added: the next chunk's first position
         self.appends: dict[str, int] = {}
+        self.chunks: dict[str, list[tuple[int, int]]] = {}  # org -> (chunk index, its first position)
         self.known: dict[str, np.ndarray] = {}
         self.valid: dict[str, np.ndarray] = {}
 
@@ -983,10 +1090,13 @@ class _Boundaries:
         for org in orgs:
             rows = chunk if len(orgs) == 1 else chunk.filter(pc.equal(chunk.column("org"), org))
             self.appends[org] = self.appends.get(org, 0) + 1
-            self.known[org] = np.union1d(self.known.get(org, _NONE), _instants(rows, ("known_since",)))
-            self.valid[org] = np.union1d(
+            self.chunks.setdefault(org, []).append((self.applied, self.rows))
+            self.known[org] = _merged(self.known.get(org, _NONE), _instants(rows, ("known_since",)))
+            self.valid[org] = _merged(
                 self.valid.get(org, _NONE), _instants(rows, ("valid_from", "valid_to", "expires_at"))
             )
+        self.applied += 1
+        self.rows += chunk.num_rows
 
     def crosses(self, org: str, known: tuple[int, int], valid: tuple[int, int]) -> bool:
         """Whether an instant of *org* lies between two readings of either clock."""
@@ -994,6 +1104,15 @@ class _Boundaries:
 
 
 _NONE = np.empty(0, dtype=np.int64)
+
+
+def _merged(instants: np.ndarray, more: np.ndarray) -> np.ndarray:
+    """``np.union1d`` of a sorted unique array and a few more (also sorted and unique):
+    inserted where they belong rather than everything sorted again (a write adds a few)."""
+    if not len(instants):
+        return more
+    fresh = more[~np.isin(more, instants, assume_unique=True)] if len(more) else more
+    return np.insert(instants, np.searchsorted(instants, fresh), fresh) if len(fresh) else instants
 
 
 def _between(instants: np.ndarray, a: int, b: int) -> bool:

@@ -50,6 +50,7 @@ from .context import Context, ContextItem
 from .conversation import UNINDEXED_KINDS
 from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
+from .lake import take_rows
 from .lexical import Bm25
 from .progress import Progress, log
 from .query import Visibility
@@ -640,7 +641,7 @@ class Retriever:
             rows = self.lake.all_rows(kind)
             # take only what the text reads: a take over every column of a many-chunk snapshot costs ms
             rows = rows.select(list(dict.fromkeys(c for c in SPECS[kind].text_parts if c in rows.column_names)))
-            rows = rows.take(pa.array([candidates[r][1] for r in ids], pa.int64()))
+            rows = take_rows(rows, np.array([candidates[r][1] for r in ids], np.int64))
             out.update(zip(ids, SPECS[kind].search_text(rows).to_pylist(), strict=True))
         return [out[r] for r in rids]
 
@@ -738,7 +739,7 @@ class Retriever:
             by_kind.setdefault(candidates[rid][0], []).append(rid)
         for kind, ids in by_kind.items():
             positions = pa.array([candidates[r][1] for r in ids], pa.int64())
-            yield kind, ids, self.lake.all_rows(kind).select(list(columns(kind))).take(positions)
+            yield kind, ids, take_rows(self.lake.all_rows(kind).select(list(columns(kind))), positions)
 
     def _episodes(
         self, org: str, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]], min_rows: int
@@ -801,7 +802,7 @@ class Retriever:
             by_kind.setdefault(candidates[rid][0], []).append(rid)
         rows: dict[str, dict[str, Any]] = {}
         for kind, ids in by_kind.items():
-            table = self.lake.all_rows(kind).take(pa.array([candidates[r][1] for r in ids], pa.int64()))
+            table = take_rows(self.lake.all_rows(kind), np.array([candidates[r][1] for r in ids], np.int64))
             table = table.append_column("search_text", SPECS[kind].search_text(table))
             rows.update(zip(ids, table.to_pylist(), strict=True))
         hits = []
