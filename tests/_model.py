@@ -737,6 +737,32 @@ class MemoryMachine(RuleBasedStateMachine):
         self.last_read = spec
         self.check_reads(self.store, spec)
 
+    @rule(
+        data=st.data(),
+        writer=st.sampled_from(("root-lead", "lead", "alice", "bob")),
+        reader=st.sampled_from(("alice", "bob", "lead", "carol")),
+        what=st.sampled_from(("get_fact", "recall")),
+    )
+    def write_then_read_now(self, data: st.DataObject, writer: str, reader: str, what: str) -> None:
+        """An agent's turn: a write, then at once a read at now by someone of the org (the
+        store serves it from the org's slot heads advanced by the written rows)."""
+        self.write(data, writer)
+        now = self.now()
+        subject = data.draw(st.one_of(st.none(), st.sampled_from(SUBJECTS)))
+        spec: tuple[Any, ...] = (
+            what,
+            reader,
+            {},
+            now,
+            now,
+            subject,
+            ("fact",),
+            None,
+            data.draw(st.sampled_from(ATTRIBUTES)),
+        )
+        self.last_read = spec
+        self.check_reads(self.store, spec)
+
     @precondition(lambda self: self.last_read is not None)
     @rule()
     def read_again(self) -> None:
