@@ -409,8 +409,10 @@ class Visibility:
             self.con.execute(f"DROP TABLE IF EXISTS {name}")
             applied, offset = 0, 0
             self._hidden_for.pop(kind, None)
-        for chunk in view.chunks[applied:]:
-            chunk = chunk.append_column("_row", pa.array(range(offset, offset + chunk.num_rows), pa.int64()))
+        pending = view.chunks[applied:]
+        if pending:  # everything appended since, in one statement (reads served from the heads let it lag)
+            chunk = pending[0] if len(pending) == 1 else pa.concat_tables(pending)
+            chunk = chunk.append_column("_row", pa.array(np.arange(offset, offset + chunk.num_rows, dtype=np.int64)))
             self.con.register("_mirror_src", chunk)
             # with an empty ledger nothing can be hidden: skip the per-row check
             hidden = "FALSE" if self._forgotten.empty else "NULL"
@@ -425,7 +427,7 @@ class Visibility:
             if pc.any(pc.equal(chunk.column("status"), "retracted")).as_py():
                 self._mark_retractions(name, since_row=offset)
             offset += chunk.num_rows
-            applied += 1
+            applied = len(view.chunks)
         if epoch != view.epoch and not view.chunks:
             self.con.execute(self._create_empty(kind, name))
             self.con.unregister("_mirror_src")
