@@ -361,6 +361,7 @@ class Visibility:
         self._mirrored: dict[str, tuple[int, int, int]] = {}  # kind -> (epoch, chunks applied, rows)
         self._hidden_for: dict[str, Forgotten] = {}  # kind -> the ledger state its `hidden` reflects
         self._forgotten: Forgotten = Forgotten()
+        self._ledger_version = 0  # bumped whenever the ledger state changes (`set_forgotten`)
         self._forgotten_registered: Forgotten | None = None
         self.tracers: list[Tracer] = []
         self._cache: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], int, int, pa.Table]] = OrderedDict()
@@ -377,7 +378,9 @@ class Visibility:
 
     def set_forgotten(self, forgotten: Forgotten) -> None:
         with self._lock:
-            self._forgotten = forgotten
+            if forgotten is not self._forgotten:
+                self._forgotten = forgotten
+                self._ledger_version += 1  # what remembered reads record: see `_state`
 
     @property
     def forgotten(self) -> Forgotten:
@@ -884,7 +887,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         appends that brought *org* rows, and the ledger. Every rule of the query matches
         ``r.org`` to the reader's org, so a write to another org changes nothing here."""
         view = self.lake.views[kind]
-        return (view.epoch, self._boundaries(kind).appends.get(org, 0), id(self._forgotten))
+        # a counter, not id(self._forgotten): a replaced ledger state may be freed and its id reused
+        return (view.epoch, self._boundaries(kind).appends.get(org, 0), self._ledger_version)
 
     def _cache_key(
         self,

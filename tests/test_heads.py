@@ -259,3 +259,32 @@ def test_taking_rows_batch_by_batch_returns_what_table_take_returns(sizes, picks
     positions = np.array([p % table.num_rows for p in picks] if table.num_rows else [], dtype=np.int64)
     assert take_rows(table, positions).equals(table.take(pa.array(positions, pa.int64())).combine_chunks())
     assert take_rows(table, pa.chunked_array([pa.array(positions, pa.int64())])).num_rows == len(positions)
+
+
+def test_a_new_ledger_state_at_a_freed_states_address_does_not_reuse_its_heads(tmp_path):
+    """Remembered heads record which ledger state they were built under. CPython reuses the
+    address (the ``id``) of a freed object, so a ledger state recorded by ``id`` could pass
+    for a newer one built at the same address, and serve rows the newer ledger hides."""
+    from memory_lakehouse.query import Forgotten
+
+    store = ml.open(tmp_path / "s", clock=lambda: T0 + timedelta(days=1), embedder=ml.HashingEmbedder())
+    lead = ml.Principal("lead", ml.Scope("globex"), role="curator")
+    hidden = store.write(ml.Fact("user:1", "plan", "Pro", T0, source="crm"), by=lead).record_id
+    vis = store.vis
+    reused = False
+    for attempt in range(200):
+        first = Forgotten(record_ids=frozenset({f"unrelated-{attempt}"}))
+        vis.set_forgotten(first)
+        assert present(store.get_fact("user:1", "plan", by=lead)).record_id == hidden  # heads under *first*
+        address = id(first)
+        vis.set_forgotten(Forgotten())
+        vis._hidden_for.clear()  # drop every other reference to *first*: the mirror's, the registration's
+        vis._forgotten_registered = None
+        del first
+        newer = Forgotten(record_ids=frozenset({hidden}))
+        reused = id(newer) == address
+        vis.set_forgotten(newer)
+        assert vis.rows("fact", lead, store._basis(None, None, None)).num_rows == 0, attempt
+        if reused:
+            break
+    assert reused, "CPython did not reuse an address in 200 tries: the test proved nothing"
