@@ -208,7 +208,9 @@ def take_rows(table: pa.Table, positions: pa.Array | pa.ChunkedArray | np.ndarra
     if not len(wanted):
         return table.slice(0, 0)  # Table.take of nothing costs as much as of one row
     batches = table.to_batches()
-    if len(batches) == 1:  # one chunk: Table.take is the cheap one
+    if len(batches) == 1 or len(wanted) * 8 >= table.num_rows:
+        # one chunk, or a good share of the rows (a replay's visible sets): Table.take is the
+        # cheaper one (for 150k positions of 100k rows it costs 2/3 of taking and reordering)
         return table.take(pa.array(wanted, pa.int64()))
     starts = np.cumsum([0] + [b.num_rows for b in batches])
     order = np.argsort(wanted, kind="stable")
