@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from _support import CURATOR, MEMBER, STEWARD, day, episode, fact, files_under, parquet_strings
 
 import memory_lakehouse as ml
@@ -282,3 +284,29 @@ def child_purge(path: str, ledger: str, now: datetime, ready) -> None:
 
 def steward_of(scope: ml.Scope, name: str = "dpo") -> ml.Principal:
     return ml.Principal(name, scope, role="steward")
+
+
+def stored_row(store: ml.MemoryStore, kind: str, record_id: str) -> pa.Table:
+    """The stored row of *record_id*, as the snapshot holds it (system-time columns included)."""
+    rows = store.lake.all_rows(kind)
+    return rows.filter(pc.equal(rows.column("record_id"), record_id))
+
+
+def append_raw(store: ml.MemoryStore, row: pa.Table, *, record_id: str) -> None:
+    """*row* appended again under a new id, straight to the table: no write path, no checks
+    (an old backfill job re-run, another engine appending)."""
+    from memory_lakehouse.lake import commit_metadata, new_txn_id
+
+    raw = row.drop_columns(["known_since", "commit_version", "actor_key"])
+    raw = raw.set_column(raw.schema.get_field_index("record_id"), "record_id", pa.array([record_id]))
+    meta = commit_metadata(
+        txn_id=new_txn_id(),
+        committed_at=store.lake.clock.read(),
+        op="write",
+        actor="backfill",
+        reason="rerun",
+        writers=["backfill@v1"],
+        kinds=["fact"],
+        records=1,
+    )
+    store.lake.append({"fact": raw}, meta)

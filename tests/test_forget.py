@@ -13,12 +13,11 @@ import tempfile
 from datetime import timedelta
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from _forgetting import (
     OTHER,
     SUBJECT,
+    append_raw,
     canary,
     child_leaks,
     child_reads_across_a_forget,
@@ -26,6 +25,7 @@ from _forgetting import (
     leaks,
     open_store,
     steward_of,
+    stored_row,
     write_others,
     write_subject,
 )
@@ -236,7 +236,7 @@ def test_a_row_appended_at_the_subjects_old_generation_after_a_forget_stays_hidd
     clock = SimClock(day(1))
     store = open_store(tmp_path / "store", clock=clock)
     old = store.write(fact(SUBJECT, "plan", "enterprise", day(0)), by=CURATOR)
-    stale = store.lake.all_rows("fact").filter(pc.equal(store.lake.all_rows("fact").column("record_id"), old.record_id))
+    stale = stored_row(store, "fact", old.record_id)
     clock.advance(hours=1)
     store.forget(SUBJECT, by=STEWARD, reason="erasure request")
     clock.advance(hours=1)
@@ -263,9 +263,7 @@ def test_forgetting_a_subject_in_one_org_leaves_its_rows_in_another(tmp_path):
     theirs = store.write(fact(SUBJECT, "plan", "globex plan", day(0), scope=ml.Scope("globex")), by=globex_lead)
     note = store.write(fact("ticket:G-1", "note", "globex note", day(0)), by=globex_alice)
     ours = store.write(fact("ticket:A-1", "note", "acme note", day(0)), by=MEMBER)
-    stale = store.lake.all_rows("fact").filter(
-        pc.equal(store.lake.all_rows("fact").column("record_id"), theirs.record_id)
-    )
+    stale = stored_row(store, "fact", theirs.record_id)
     clock.advance(hours=1)
     store.forget(SUBJECT, by=STEWARD, reason="erasure request")
     store.forget("alice", by=STEWARD, reason="employee left")
@@ -278,25 +276,6 @@ def test_forgetting_a_subject_in_one_org_leaves_its_rows_in_another(tmp_path):
     assert present(store.get_fact(SUBJECT, "plan", by=globex_alice)).value == "globex plan"
     listed = {r.record_id for r in store.list(None, by=globex_alice, kinds=["fact"])}
     assert listed == {note.record_id, "globex-rerun"}  # the re-run is the slot's newest version
-
-
-def append_raw(store: ml.MemoryStore, row: pa.Table, *, record_id: str) -> None:
-    """*row* appended again under a new id, straight to the table (no write path, no checks)."""
-    from memory_lakehouse.lake import commit_metadata, new_txn_id
-
-    raw = row.drop_columns(["known_since", "commit_version", "actor_key"])
-    raw = raw.set_column(raw.schema.get_field_index("record_id"), "record_id", pa.array([record_id]))
-    meta = commit_metadata(
-        txn_id=new_txn_id(),
-        committed_at=store.lake.clock.read(),
-        op="write",
-        actor="backfill",
-        reason="rerun",
-        writers=["backfill@v1"],
-        kinds=["fact"],
-        records=1,
-    )
-    store.lake.append({"fact": raw}, meta)
 
 
 def test_only_a_steward_forgets_and_always_with_a_reason(store):
