@@ -30,7 +30,7 @@ import shutil
 import threading
 import uuid
 import zlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -208,6 +208,11 @@ class Partition:
 
     def __contains__(self, record_id: object) -> bool:
         return record_id in self._labels
+
+    @property
+    def labels(self) -> Mapping[str, int]:
+        """Record id -> label: a row's place in the partition (what a `search` mask is over)."""
+        return self._labels
 
     def __repr__(self) -> str:
         return f"Partition(dim={self.dim}, count={len(self)}, capacity={self.capacity})"

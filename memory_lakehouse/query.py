@@ -470,6 +470,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         ``search_text`` (what ranking reads) is computed only when asked for by name.
         """
         rows = self.lake.all_rows(kind)
+        if columns is not None and not columns:  # positions only (recall's visible set): no take at all
+            return rows.slice(0, 0).select([]) if not len(positions) else pa.table({"_row": positions}).select([])
         if columns is not None:
             wanted = [c for c in columns if c != "search_text"]
             source = [c for c in SPECS[kind].text_parts if c in rows.column_names] if "search_text" in columns else []

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,11 +46,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .candidates import Candidates, OrgRows, indexable_mask
 from .context import Context, ContextItem
 from .conversation import UNINDEXED_KINDS
 from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
-from .lake import take_rows
+from .lake import rows_to_pylist, take_rows
 from .lexical import Bm25
 from .progress import Progress, log
 from .query import Visibility
@@ -124,6 +125,17 @@ class _OrgState:
     #: the same for counting the org's rows (``known_rows``), which tells when BM25 is stale
     count_cursor: dict[str, tuple[int, int]] = field(default_factory=dict)
     known_rows: dict[str, int] = field(default_factory=dict)  # kind -> rows counted over count_cursor
+    rows: OrgRows | None = None  # the org's rows' positions -> partition labels, BM25 documents
+
+
+@dataclass(frozen=True)
+class _Located:
+    """Where one recall's visible rows sit: per kind, their partition labels and BM25 documents."""
+
+    rows: OrgRows
+    partition: Partition | None
+    bm25: _OrgState | None
+    where: dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 class Retriever:
@@ -144,10 +156,6 @@ class Retriever:
         self._orgs: dict[str, _OrgState] = {}
         self._lock = threading.RLock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._visible_memo: dict[
-            tuple[Any, ...], tuple[Any, ...]
-        ] = {}  # ids of cached visibility results -> candidates
-        self._mask_memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # (candidates, partition, size) -> allowed mask
         self._warming: threading.Thread | None = None  # the background build (`warm_up`), if any
         self._warm_again = False
 
@@ -196,8 +204,6 @@ class Retriever:
     def clear_caches(self) -> None:
         with self._lock:
             self._query_cache.clear()
-            self._visible_memo.clear()
-            self._mask_memo.clear()
             self._orgs.clear()
             self._index = None
 
@@ -232,11 +238,7 @@ class Retriever:
                 start = seen[1] if seen is not None and seen[0] == epoch else 0
                 cursor[kind] = (epoch, rows.num_rows)
             tail = rows.slice(start) if start else rows
-            mask = pc.and_(
-                pc.and_(pc.equal(tail.column("org"), org), pc.equal(tail.column("status"), "active")),
-                pc.is_valid(tail.column("known_since")),
-            )
-            picked = tail.filter(mask)
+            picked = tail.filter(indexable_mask(tail, org))
             names = list(columns(kind) if callable(columns) else columns)
             if "search_text" in names:
                 picked = picked.append_column("search_text", SPECS[kind].search_text(picked))
@@ -492,14 +494,14 @@ class Retriever:
         candidates = self._visible(principal, basis, kinds=kinds, subject=subject, filters=filters)
         if not candidates:
             return []
-        allowed = candidates.keys()  # set-like: membership, iteration, len
         depth = max(k * 4, 20)
         lists: dict[str, list[tuple[str, float]]] = {}
+        located = self._locate(org, candidates, vector="vector" in ranking.signals, bm25="bm25" in ranking.signals)
 
         # vector: HNSW with the allowed set inside the walk, plus exact scores for rows
         # the partition does not hold yet (sync adds them first: read-your-writes)
         if "vector" in ranking.signals:
-            lists["vector"] = self._vector_list(org, query, allowed, candidates, depth)
+            lists["vector"] = self._vector_list(org, query, located, candidates, depth)
         coverage: Callable[[str], float] | None = None
         if "bm25" in ranking.signals:
             # where the org holds episodes, BM25 is read deeper: an episode's other turns reach the pool
@@ -509,60 +511,88 @@ class Retriever:
                 largest = (known if known is not None and known.bm25 is not None else self._bm25(org)).largest_episode
                 if largest >= ranking.episode_rows:
                     lex_depth = max(depth, CONTEXT_DEPTH)
-            lexical, coverage = self._bm25_lists(org, query, allowed, candidates, lex_depth)
+            lexical, coverage = self._bm25_lists(org, query, located, candidates, lex_depth)
             lists.update(lexical)
         self.trace("ranked lists: " + ", ".join(f"{name}={len(items)}" for name, items in lists.items()))
         if "vector" in lists and coverage is not None:
             return self._fuse(org, query, lists, candidates, k, coverage, ranking)
         return self._rank(lists, candidates, k)
 
+    def _locate(self, org: str, candidates: Candidates, *, vector: bool, bm25: bool) -> _Located:
+        """The visible rows' partition labels and BM25 documents (`candidates.OrgRows`), per kind.
+
+        Catches the partition up first (`sync`: read-your-writes) and builds the BM25 model
+        if there is none, as the signals need them.
+        """
+        # a signal not asked for keeps what the org has: labels of rows its partition does not
+        # hold yet are mapped once a recall that searches vectors has caught it up
+        part = self.sync(org).partition if vector else self._state(org).partition
+        bstate = self._bm25(org) if bm25 else self._state(org)
+        with self._lock:
+            state = self._state(org)
+            if state.rows is None:
+                state.rows = OrgRows(INDEXED_KINDS)
+            state.rows.catch_up(
+                self.lake,
+                org,
+                part,
+                part.labels if part is not None else {},
+                bstate.bm25,
+                bstate.bm25_ids or {},
+            )
+            where = {kind: state.rows.locate(kind, positions) for kind, positions in candidates.positions.items()}
+            return _Located(state.rows, part, bstate, where)
+
     def _vector_list(
-        self, org: str, query: str, allowed: KeysView[str], candidates: Mapping[str, tuple[str, int]], depth: int
+        self, org: str, query: str, located: _Located, candidates: Candidates, depth: int
     ) -> list[tuple[str, float]]:
-        state = self.sync(org)
-        qvec = self.embed_query(query)
-        part = state.partition
+        part = located.partition
         assert part is not None
-        mask_key = (id(candidates), id(part), len(part))
-        cached = self._mask_memo.get(mask_key)
-        if cached is not None and cached[0] is candidates:
-            mask = cached[1]
-        else:
-            mask = part.mask(allowed)  # one id->label pass; reused by the walk, and by later reads
-            self._mask_memo.clear()
-            self._mask_memo[mask_key] = (candidates, mask)
+        qvec = self.embed_query(query)
+        mask = np.zeros(len(part), dtype=bool)
+        outside: list[str] = []
+        for kind, (labels, _) in located.where.items():
+            mask[labels[labels >= 0]] = True
+            if (labels < 0).any():  # visible but not indexed (e.g. an index another process is still building)
+                outside += candidates.ids(kind, candidates.positions[kind][labels < 0])
         in_index = int(np.count_nonzero(mask))
         vec_hits = part.search(qvec, min(depth, in_index), allowed=mask, trace=self.trace) if in_index else []
-        outside = [rid for rid in allowed if rid not in part] if in_index < len(allowed) else []
-        if outside:  # visible but not indexed (e.g. an index another process is still building)
+        kind_of, position_of = located.rows.by_label
+        for rid, _ in vec_hits:
+            label = part.labels[rid]
+            candidates.place(rid, located.rows.kinds[kind_of[label]], int(position_of[label]))
+        if outside:
             texts = self._texts(outside, candidates)
             vec_hits += exact_search(qvec, self.embedder.embed(texts), outside, min(depth, len(outside)))
             self.trace(f"vector: {len(outside)} visible row(s) outside the index scored exactly")
         return sorted(vec_hits, key=lambda p: -p[1])[:depth]
 
     def _bm25_lists(
-        self, org: str, query: str, allowed: KeysView[str], candidates: Mapping[str, tuple[str, int]], depth: int
+        self, org: str, query: str, located: _Located, candidates: Candidates, depth: int
     ) -> tuple[dict[str, list[tuple[str, float]]], Callable[[str], float]]:
-        """BM25 over the org, masked to the allowed set (newer rows ranked apart), and each
+        """BM25 over the org, masked to the visible rows (newer rows ranked apart), and each
         visible row's lexical coverage of the query (weighed by the org model's IDF)."""
         lists: dict[str, list[tuple[str, float]]] = {}
-        bstate = self._bm25(org)
-        assert bstate.bm25 is not None and bstate.bm25_ids is not None and bstate.bm25_rids is not None
+        bstate = located.bm25
+        assert bstate is not None and bstate.bm25 is not None
+        assert bstate.bm25_ids is not None and bstate.bm25_rids is not None
+        visible = np.zeros(bstate.bm25.size, dtype=bool)
+        newer: list[str] = []
+        for kind, (_, docs) in located.where.items():
+            visible[docs[docs >= 0]] = True
+            if (docs < 0).any():  # visible rows written since the org's model was built
+                newer += candidates.ids(kind, candidates.positions[kind][docs < 0])
         scores = bstate.bm25.scores(query)
+        matched = np.flatnonzero(scores)  # usually few: the visible ones, best first
+        matched = matched[visible[matched]]
+        best = matched[np.argsort(-scores[matched], kind="stable")][:depth]
+        kind_of, position_of = located.rows.by_doc
         hits: list[tuple[str, float]] = []
-        matched = np.flatnonzero(scores)  # usually few: walk them best first, keep the visible ones
-        for i in matched[np.argsort(-scores[matched], kind="stable")]:
-            rid = bstate.bm25_rids[int(i)]
-            if rid in allowed:
-                hits.append((rid, float(scores[i])))
-                if len(hits) == depth:
-                    break
+        for i in best.tolist():
+            rid = bstate.bm25_rids[i]
+            candidates.place(rid, located.rows.kinds[kind_of[i]], int(position_of[i]))
+            hits.append((rid, float(scores[i])))
         lists["bm25"] = hits
-        newer = (
-            [rid for rid in allowed if rid not in bstate.bm25_ids]
-            if len(allowed) > len(bstate.bm25_ids) or bstate.bm25_versions != self._versions()
-            else []
-        )
         newer_coverage: dict[str, float] = {}
         if newer:
             small = Bm25(self._texts(newer, candidates))
@@ -588,48 +618,21 @@ class Retriever:
         kinds: Sequence[str],
         subject: str | None,
         filters: Mapping[str, Any] | None,
-    ) -> dict[str, tuple[str, int]]:
-        """record_id -> (kind, position in the kind's snapshot) of every visible candidate."""
-        out: dict[str, tuple[str, int]] = {}
+    ) -> Candidates:
+        """Every visible candidate, as positions in each kind's snapshot (`candidates.Candidates`)."""
         known = set().union(*(SPECS[kind].schema.names for kind in kinds))
         unknown = sorted(set(filters or {}) - known)
         if unknown:
             raise ValidationError(f"no kind in {list(kinds)} has column(s) {unknown} to filter on", field="filters")
-        tables = []
+        positions: dict[str, np.ndarray] = {}
         for kind in kinds:
             names = set(SPECS[kind].schema.names)
             kind_filters = {c: v for c, v in (filters or {}).items() if c in names}
             if filters and len(kind_filters) < len(filters):
                 continue  # a filter on a column this kind lacks excludes the kind
-            tables.append(
-                (
-                    kind,
-                    self.vis.rows(
-                        kind, principal, basis, subject=subject, filters=kind_filters, columns=["record_id", "_row"]
-                    ),
-                )
-            )
-        # the visibility cache hands back the same result objects while nothing changed:
-        # reuse what was built from them (the memo keeps them alive, so ids are not reused)
-        key = tuple(id(t) for _, t in tables)
-        with self._lock:
-            memo = self._visible_memo.get(key)
-            if memo is not None and all(a is b for (_, a), (_, b) in zip(memo[0], tables, strict=True)):
-                found: dict[str, tuple[str, int]] = memo[1]
-                return found
-        for kind, rows in tables:
-            out.update(
-                zip(
-                    rows.column("record_id").to_pylist(),
-                    zip([kind] * rows.num_rows, rows.column("_row").to_pylist(), strict=True),
-                    strict=True,
-                )
-            )
-        with self._lock:
-            self._visible_memo[key] = (tables, out)
-            while len(self._visible_memo) > 64:
-                self._visible_memo.pop(next(iter(self._visible_memo)))
-        return out
+            rows = self.vis.rows(kind, principal, basis, subject=subject, filters=kind_filters, columns=["_row"])
+            positions[kind] = rows.column("_row").to_numpy()
+        return Candidates(self.lake, positions)
 
     def _texts(self, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]) -> list[str]:
         """Search text of a few candidates, built from the snapshot on demand."""
@@ -804,7 +807,7 @@ class Retriever:
         for kind, ids in by_kind.items():
             table = take_rows(self.lake.all_rows(kind), np.array([candidates[r][1] for r in ids], np.int64))
             table = table.append_column("search_text", SPECS[kind].search_text(table))
-            rows.update(zip(ids, table.to_pylist(), strict=True))
+            rows.update(zip(ids, rows_to_pylist(table), strict=True))
         hits = []
         for rid, score, sig in picked:
             row = rows[rid]

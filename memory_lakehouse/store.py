@@ -21,7 +21,7 @@ from .browse import History, Listing
 from .context import Context
 from .errors import StoreError, ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
-from .lake import Lake
+from .lake import Lake, rows_to_pylist
 from .limits import DEFAULT_MAX_TEXT_BYTES
 from .maintenance import Maintenance, MaintenancePolicy
 from .objectstore import interval_seconds
@@ -446,7 +446,7 @@ class MemoryStore:
         )
         if not rows.num_rows:
             return None
-        return cast("Fact | Preference", record_from_row(kind, rows.to_pylist()[0]))  # slots with an attribute
+        return cast("Fact | Preference", record_from_row(kind, rows_to_pylist(rows)[0]))  # slots with an attribute
 
     @_read
     def recall(

@@ -1,0 +1,199 @@
+"""A recall's visible set as snapshot positions, and the org's map from positions to its
+index labels and BM25 documents.
+
+The visibility query answers in positions of each kind's Arrow snapshot (through the
+org's slot heads, `heads.OrgHeads`), and the index partition and the BM25 model are
+derived from the same rows. Recall used to turn every visible row into its record id (a
+take from the snapshot, then a dict of every id: ~1,400 for a new actor of a 5k-row org)
+and map the ids back to index labels one dict lookup at a time. `OrgRows` keeps, per
+kind, the positions of the org's rows the index may hold (`indexable_mask`) with each
+row's partition label and BM25 document, so `Candidates` turns a visible set into label
+and document masks with a few numpy operations, and record ids are read only for the
+rows that reach the ranked pool.
+
+What may be visible is still decided by the visibility query alone: these maps only
+translate its answer, and a visible row the maps cannot place (not yet indexed, newer
+than the BM25 model, or of a kind the index does not hold) is handed back as "outside"
+for the caller's exact paths, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .lake import Lake, take_rows
+
+_NONE = np.empty(0, dtype=np.int64)
+
+
+def indexable_mask(rows: pa.Table, org: str) -> pa.ChunkedArray:
+    """The rows of *org* the index and BM25 hold: active and known to the store (a row of
+    an incomplete transaction is not, until it completes)."""
+    return pc.and_(
+        pc.and_(pc.equal(rows.column("org"), org), pc.equal(rows.column("status"), "active")),
+        pc.is_valid(rows.column("known_since")),
+    )
+
+
+@dataclass
+class _KindRows:
+    """One kind's indexable rows of the org: snapshot positions (ascending) and, aligned,
+    record ids, partition labels and BM25 documents (-1: not held)."""
+
+    epoch: int
+    seen: int = 0  # rows of the snapshot looked at
+    positions: np.ndarray = field(default_factory=lambda: _NONE)
+    ids: list[str] = field(default_factory=list)
+    labels: np.ndarray = field(default_factory=lambda: _NONE)
+    docs: np.ndarray = field(default_factory=lambda: _NONE)
+
+
+class OrgRows:
+    """Positions of an org's indexable rows, with their partition labels and BM25 documents.
+
+    Kept in step by `catch_up`: a snapshot that grew adds its tail's rows (positions do
+    not move within an epoch); a new epoch (compaction, purge) reads the kind again; a
+    replaced partition or BM25 model maps every row again; a partition that grew maps the
+    rows it did not hold. ``by_label`` / ``by_doc`` go back from a label or a document
+    to (kind, position).
+    """
+
+    def __init__(self, kinds: Sequence[str]) -> None:
+        self.kinds = tuple(kinds)
+        self._rows: dict[str, _KindRows] = {}
+        self._partition: object | None = None
+        self._partition_size = -1
+        self._bm25: object | None = None
+        self.by_label: tuple[np.ndarray, np.ndarray] = (_NONE, _NONE)  # label -> (kind code, position)
+        self.by_doc: tuple[np.ndarray, np.ndarray] = (_NONE, _NONE)  # document -> (kind code, position)
+
+    def catch_up(
+        self,
+        lake: Lake,
+        org: str,
+        partition: object | None,
+        labels_of: Mapping[str, int],
+        bm25: object | None,
+        docs_of: Mapping[str, int],
+    ) -> None:
+        """Bring the map in step with the snapshots, *partition* (its id -> label map is
+        *labels_of*) and the BM25 model *bm25* (*docs_of*: id -> document)."""
+        remap_labels = partition is not self._partition
+        remap_docs = bm25 is not self._bm25
+        grown = not remap_labels and len(labels_of) != self._partition_size
+        changed = remap_labels or remap_docs or grown
+        for kind in self.kinds:
+            view = lake.views[kind]
+            rows = self._rows.get(kind)
+            if rows is None or rows.epoch != view.epoch:
+                rows = self._rows[kind] = _KindRows(view.epoch)
+                changed = True
+            snapshot = lake.all_rows(kind)
+            if snapshot.num_rows > rows.seen:
+                tail = snapshot.slice(rows.seen)
+                mask = indexable_mask(tail, org)
+                picked = np.flatnonzero(mask.to_numpy(zero_copy_only=False)) + rows.seen
+                ids = tail.column("record_id").filter(mask).to_pylist()
+                rows.positions = np.concatenate([rows.positions, picked.astype(np.int64)])
+                rows.ids += ids
+                rows.labels = np.concatenate([rows.labels, _lookup(labels_of, ids)])
+                rows.docs = np.concatenate([rows.docs, _lookup(docs_of, ids)])
+                rows.seen = snapshot.num_rows
+                changed = True
+            if remap_labels:
+                rows.labels = _lookup(labels_of, rows.ids)
+            elif grown:
+                missing = np.flatnonzero(rows.labels < 0)
+                if len(missing):
+                    rows.labels[missing] = _lookup(labels_of, [rows.ids[i] for i in missing])
+            if remap_docs:
+                rows.docs = _lookup(docs_of, rows.ids)
+        self._partition, self._partition_size, self._bm25 = partition, len(labels_of), bm25
+        if changed:
+            self.by_label = self._reverse(len(labels_of), "labels")
+            self.by_doc = self._reverse(len(docs_of), "docs")
+
+    def _reverse(self, size: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+        kind_of = np.full(size, -1, dtype=np.int16)
+        position_of = np.full(size, -1, dtype=np.int64)
+        for code, kind in enumerate(self.kinds):
+            rows = self._rows.get(kind)
+            if rows is None:
+                continue
+            targets: np.ndarray = getattr(rows, name)
+            held = targets >= 0
+            kind_of[targets[held]] = code
+            position_of[targets[held]] = rows.positions[held]
+        return kind_of, position_of
+
+    def locate(self, kind: str, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Partition labels and BM25 documents of *kind*'s rows at *positions* (-1 where not held)."""
+        rows = self._rows.get(kind)
+        if rows is None or not len(rows.positions) or not len(positions):
+            missing = np.full(len(positions), -1, dtype=np.int64)
+            return missing, missing.copy()
+        at = np.searchsorted(rows.positions, positions)
+        at = np.minimum(at, len(rows.positions) - 1)
+        found = rows.positions[at] == positions
+        return np.where(found, rows.labels[at], -1), np.where(found, rows.docs[at], -1)
+
+
+class Candidates(Mapping[str, tuple[str, int]]):
+    """The visible rows of one recall, per kind as snapshot positions: a mapping record id ->
+    (kind, position) whose ids are read only where asked.
+
+    Ranking registers the rows that reach its pool (`place`); looking up any other id,
+    iterating or testing membership reads every visible row's id from the snapshot once
+    (the rare paths: fewer than k rows ranked, rows no map places).
+    """
+
+    def __init__(self, lake: Lake, positions: Mapping[str, np.ndarray]) -> None:
+        self._lake = lake
+        self.positions = {kind: np.asarray(p, dtype=np.int64) for kind, p in positions.items() if len(p)}
+        self._size = sum(len(p) for p in self.positions.values())
+        self._placed: dict[str, tuple[str, int]] = {}
+        self._all: dict[str, tuple[str, int]] | None = None
+
+    def place(self, record_id: str, kind: str, position: int) -> None:
+        self._placed[record_id] = (kind, int(position))
+
+    def ids(self, kind: str, positions: np.ndarray) -> list[str]:
+        """Record ids of *kind*'s rows at *positions*, taken from the snapshot (and placed)."""
+        if not len(positions):
+            return []
+        taken = take_rows(self._lake.all_rows(kind).select(["record_id"]), positions).column(0).to_pylist()
+        for rid, pos in zip(taken, positions.tolist(), strict=True):
+            self._placed[rid] = (kind, pos)
+        return list(taken)
+
+    def _every(self) -> dict[str, tuple[str, int]]:
+        if self._all is None:
+            every: dict[str, tuple[str, int]] = {}
+            for kind, positions in self.positions.items():
+                for rid, pos in zip(self.ids(kind, positions), positions.tolist(), strict=True):
+                    every[rid] = (kind, pos)
+            self._all = every
+        return self._all
+
+    def __getitem__(self, record_id: str) -> tuple[str, int]:
+        placed = self._placed.get(record_id)
+        return placed if placed is not None else self._every()[record_id]
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._placed or record_id in self._every()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._every())
+
+    def __len__(self) -> int:
+        return self._size
+
+
+def _lookup(table: Mapping[str, int], ids: Sequence[str]) -> np.ndarray:
+    get = table.get
+    return np.fromiter((get(rid, -1) for rid in ids), dtype=np.int64, count=len(ids))
