@@ -373,6 +373,7 @@ class Visibility:
         # (kind, org) -> slot heads per basis cell
         self._heads: dict[tuple[str, str], list[_HeadCell]] = {}
         self._heads_lru: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._empty: dict[tuple[Any, ...], pa.Table] = {}  # (kind, epoch, columns) -> an empty result
 
     # ---------------------------------------------------------------- plumbing
 
@@ -546,6 +547,10 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             self.lake.refresh(tables_for([kind]))  # and the tables its new transactions wrote to
             if self._refreshed(kind):  # sightings move expiries: instants the cells do not track
                 return None
+            if not self._boundaries(kind).appends.get(org, 0):  # as `_heads_at` says: nothing visible
+                if self.tracers:
+                    self.trace(f"visible {kind}: 0 row(s) for {principal.id}: no rows of {org}")
+                return self._nothing(kind, columns)
             heads, source = self._heads_at(kind, org, basis)
             memo_key = (
                 principal.scope,
@@ -583,6 +588,17 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 f"picked from the org's slot heads ({source})"
             )
         return rows
+
+    def _nothing(self, kind: str, columns: Sequence[str] | None) -> pa.Table:
+        """An empty result of *kind* with *columns* (recall asks every kind; most orgs hold a few)."""
+        key = (kind, self.lake.views[kind].epoch, None if columns is None else tuple(columns))
+        empty = self._empty.get(key)
+        if empty is None:
+            empty = self._take(kind, _NO_POSITIONS, None if columns is None else [c for c in columns if c != "_row"])
+            if columns is not None and "_row" in columns:
+                empty = empty.append_column("_row", _NO_POSITIONS)
+            self._empty[key] = empty
+        return empty
 
     def _heads_at(self, kind: str, org: str, basis: Basis) -> tuple[OrgHeads | None, str]:
         """*org*'s slot heads at a basis equivalent to *basis*: remembered, advanced, or from the query.
@@ -1065,6 +1081,8 @@ def _table_bytes(table: pa.Table) -> int:
     may be a slice of the snapshot: it holds nothing of its own."""
     return table.get_total_buffer_size() if table.num_rows else 0
 
+
+_NO_POSITIONS = pa.array([], pa.int64())
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
