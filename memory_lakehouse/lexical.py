@@ -87,6 +87,8 @@ class Bm25:
         self.size = len(texts)
         self.model = None
         corpus = tokenize(texts) if texts else []
+        #: the rows' mean length in tokens: BM25's length normalisation (`scores_of` needs it)
+        self.average_length = sum(map(len, corpus)) / len(corpus) if corpus else 0.0
         if any(corpus):
             self.model = bm25s.BM25()
             self.model.index(corpus, show_progress=False)
@@ -135,6 +137,66 @@ class Bm25:
             col = self._column(word)
             if col is not None:
                 out[indices[indptr[col] : indptr[col + 1]]] += weight / total
+        return out
+
+    def _document_frequency(self, token: str) -> int:
+        col = self._column(token)
+        if col is None or self.model is None:
+            return 0
+        indptr = self.model.scores["indptr"]
+        return int(indptr[col + 1] - indptr[col])
+
+    def scores_of(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """BM25 of *query* against each of *texts* under this model's statistics: its rows'
+        document frequencies and mean length, bm25s's Lucene formula (k1, b).
+
+        Rows written since the model was built are scored on the model's own scale this way,
+        without building a model of their own (a bm25s index costs ~1.5 ms even for a few
+        rows, and recall right after a write needed one each time). A row of the model gets
+        the score `scores` gives it; a query word no row of the model holds counts as the
+        rarest (document frequency 0). tests/test_ranking.py checks both.
+        """
+        out = np.zeros(len(texts), dtype=np.float32)
+        if self.model is None or not texts:
+            return out
+        words = list(query_tokens(query))
+        k1, b = float(self.model.k1), float(self.model.b)
+        idf = {
+            w: np.float32(math.log(1 + (self.size - df + 0.5) / (df + 0.5)))
+            for w in words
+            for df in [self._document_frequency(w)]
+        }
+        for i, doc in enumerate(tokenize(texts)):
+            counts: dict[str, int] = {}
+            for token in doc:
+                counts[token] = counts.get(token, 0) + 1
+            norm = k1 * ((1 - b) + b * len(doc) / self.average_length)
+            total = np.float32(0.0)
+            for word in words:
+                tf = counts.get(word)
+                if tf:
+                    total += idf[word] * np.float32(tf / (norm + tf))
+            out[i] = total
+        return out
+
+    def coverage_of(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """`coverage` of *query* for each of *texts* (rows this model does not hold), weighed by
+        this model's IDF: what ``Bm25(texts).coverage(query, idf_from=self)`` gives, without the model."""
+        out = np.zeros(len(texts), dtype=np.float32)
+        words = list(dict.fromkeys(query_tokens(query)))
+        if not words or not texts:
+            return out
+        idf = self.idf(words)
+        total = sum(idf)
+        if total <= 0:
+            return out
+        for i, doc in enumerate(tokenize(texts)):
+            present = set(doc)
+            share = np.float32(0.0)
+            for word, weight in zip(words, idf, strict=True):
+                if word in present:
+                    share += np.float32(weight / total)
+            out[i] = share
         return out
 
     def scores(self, query: str, mask: np.ndarray | None = None) -> np.ndarray:

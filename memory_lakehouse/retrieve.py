@@ -12,8 +12,8 @@ returned. Ranking never widens it:
    (written since it was built) are embedded and scored exactly, then added —
    read-your-writes without waiting for a rebuild;
 3. **lexical** — BM25 (`lexical.Bm25`: bm25s; Snowball-stemmed words, English stopwords dropped) over
-   the org's rows, masked to the allowed set; rows newer than the BM25 build are ranked
-   by a small BM25 of their own;
+   the org's rows, masked to the allowed set; rows newer than the BM25 build are scored
+   under the org model's statistics (`lexical.Bm25.scores_of`) in a list of their own;
 4. **fuse** — the union of both lists is ordered by `ranking.Ranking` (the store's,
    set on ``ml.open(ranking=...)``, or the call's): by default a convex combination of
    the cosine similarity and the *lexical coverage* (the share of the query's IDF mass
@@ -594,13 +594,13 @@ class Retriever:
             hits.append((rid, float(scores[i])))
         lists["bm25"] = hits
         newer_coverage: dict[str, float] = {}
-        if newer:
-            small = Bm25(self._texts(newer, candidates))
-            fresh = small.scores(query)
+        if newer:  # scored under the org model's statistics (`Bm25.scores_of`), not a model of their own
+            texts = self._texts(newer, candidates)
+            fresh = bstate.bm25.scores_of(query, texts)
             lists["bm25-new"] = sorted(
                 ((rid, float(s)) for rid, s in zip(newer, fresh, strict=True) if s > 0), key=lambda p: -p[1]
             )[:depth]
-            newer_coverage = dict(zip(newer, small.coverage(query, idf_from=bstate.bm25).tolist(), strict=True))
+            newer_coverage = dict(zip(newer, bstate.bm25.coverage_of(query, texts).tolist(), strict=True))
         covered = bstate.bm25.coverage(query)
         ids = bstate.bm25_ids
 
@@ -653,8 +653,8 @@ class Retriever:
     ) -> list[Hit]:
         """One signal: its lists merged by reciprocal rank (k=60; one list keeps its own order).
 
-        BM25 ranks rows newer than the org's model in a list of its own, whose scores come
-        from another model: ranks, not scores, merge them.
+        BM25 ranks rows newer than the org's model in a list of its own (scored under the
+        model's statistics, `Bm25.scores_of`); ranks merge the two lists.
         """
         fused: dict[str, float] = {}
         why: dict[str, list[str]] = {}

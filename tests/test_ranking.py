@@ -134,6 +134,40 @@ def test_coverage_of_new_rows_uses_the_org_model_s_idf():
     )
 
 
+QUERIES = [
+    "how are Initech's invoices sent",
+    "refund refunds refunding",
+    "NW-88213 delivered",
+    "which customers have Enterprise members",
+    "okta single sign-on",  # words no row holds
+    "what about it",  # stopwords only
+]
+NEW_ROWS = [
+    "customer:initech plan: Team, 25 members",
+    "customer:hooli sso_provider: okta single sign-on via saml",
+    "order:NW-1 delivery_status: delivered delivered on 2 Mar",
+    "",
+]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_a_row_of_the_model_is_scored_by_scores_of_as_by_the_model(query):
+    org = Bm25(CORPUS)
+    assert org.scores_of(query, CORPUS) == pytest.approx(org.scores(query), rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_coverage_of_new_rows_is_what_a_model_of_them_gives_with_the_org_s_idf(query):
+    org = Bm25(CORPUS)
+    assert org.coverage_of(query, NEW_ROWS).tolist() == Bm25(NEW_ROWS).coverage(query, idf_from=org).tolist()
+
+
+def test_a_new_row_s_word_the_model_never_saw_scores_as_the_rarest():
+    org = Bm25(CORPUS)
+    okta, initech = org.scores_of("okta initech", ["customer:hooli sso_provider: okta", "customer:initech sso: none"])
+    assert okta > initech > 0  # "okta": document frequency 0; "initech": in two of six rows
+
+
 # ----------------------------------------------------------------------- fusion function
 
 unit = st.floats(0.0, 1.0)
