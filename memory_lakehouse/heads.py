@@ -96,13 +96,13 @@ class OrgHeads:
     depth: np.ndarray
     live: np.ndarray
     key: np.ndarray  # (n, 3): valid_from, known_since, commit_version (µs, µs, version)
-    order: np.ndarray
     levels: dict[str, tuple[np.ndarray, dict[str, int]]]
     slot_values: dict[str, pa.Array]
     nbytes: int = 0
     memo: dict[tuple[Any, ...], pa.Table] = field(default_factory=dict, repr=False)  # results served from this cell
     memo_bytes: int = 0
     _by_subject: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    _order: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, hits: pa.Table, snapshot: pa.Table, kind: str) -> OrgHeads:
@@ -127,12 +127,7 @@ class OrgHeads:
     @classmethod
     def _assemble(cls, **parts: Any) -> OrgHeads:
         key = parts["key"]
-        n = len(parts["rows"])
-        # the output order: newest head key first, ties broken by the later position
-        by_key = np.lexsort((-parts["rows"], -key[:, 2], -key[:, 1], -key[:, 0])) if n else np.empty(0, np.int64)
-        order = np.empty(n, dtype=np.int64)
-        order[by_key] = np.arange(n, dtype=np.int64)
-        heads = cls(order=order, **parts)
+        heads = cls(**parts)
         heads.nbytes = int(
             heads.rows.nbytes * 3
             + key.nbytes
@@ -243,6 +238,21 @@ class OrgHeads:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    @property
+    def order(self) -> np.ndarray:
+        """Each head's place in the output order: newest head key first, ties broken by the
+        later position. Sorted when first asked (a read of one slot never asks: after a write
+        the advanced cell's first read is often `get_fact`, and the sort of 5k heads was a
+        sixth of it)."""
+        if self._order is None:
+            n = len(self.rows)
+            key, rows = self.key, self.rows
+            by_key = np.lexsort((-rows, -key[:, 2], -key[:, 1], -key[:, 0])) if n else np.empty(0, np.int64)
+            order = np.empty(n, dtype=np.int64)
+            order[by_key] = np.arange(n, dtype=np.int64)
+            self._order = order
+        return self._order
 
     def _reader_mask(self, scope: Scope, idx: np.ndarray | None = None) -> np.ndarray:
         """Live heads at scopes the reader sees (its own and its ancestors'), over *idx* or all."""
