@@ -259,6 +259,22 @@ class TableView:
     high_water: datetime | None = None  # the latest system time of a memory commit so far
 
 
+def _rechunk(view: TableView) -> None:
+    """Point ``view.chunks`` at the same rows of the just-combined ``view.rows`` (zero-copy slices).
+
+    The chunks are the rows appended since the epoch began, in order, so they tile
+    ``view.rows``; left as they were, they would keep the uncombined buffers alive beside
+    the combined ones (the snapshot twice: 45 MB more at 100k facts).
+    """
+    assert view.rows is not None
+    offset, chunks = 0, []
+    for chunk in view.chunks:
+        chunks.append(view.rows.slice(offset, chunk.num_rows))
+        offset += chunk.num_rows
+    if offset == view.rows.num_rows:
+        view.chunks = chunks
+
+
 def is_local_uri(uri: str) -> bool:
     """Whether *uri* names a local path (a bare path or ``file://``) rather than an object store."""
     return "://" not in str(uri) or str(uri).startswith("file://")
@@ -778,6 +794,7 @@ class Lake:
         view.rows = chunk if view.rows is None else pa.concat_tables([view.rows, chunk])
         if view.rows.column(0).num_chunks > 64:  # keep take() and scans cheap; positions don't move
             view.rows = view.rows.combine_chunks()
+            _rechunk(view)
 
     def _complete_pending(self) -> None:
         """Rows of a multi-table transaction become known when its last part lands."""
@@ -863,6 +880,7 @@ class Lake:
                     view.rows = view.rows.combine_chunks()
                 else:
                     view.rows = pa.concat_tables([view.rows.slice(0, base), tail.combine_chunks()])
+                _rechunk(view)
         return view.rows
 
     def known_rows(self, kind: str) -> pa.Table:
@@ -875,7 +893,9 @@ class Lake:
                 self._known = {}
             if kind not in self._known:
                 rows = self.all_rows(kind)
-                self._known[kind] = rows.filter(pc.is_valid(rows.column("known_since")))
+                if rows.column("known_since").null_count:
+                    rows = rows.filter(pc.is_valid(rows.column("known_since")))
+                self._known[kind] = rows  # no copy when every row is known (a filter copies: 45 MB at 100k)
             return self._known[kind]
 
     def commits(self) -> list[Commit]:
