@@ -1,9 +1,10 @@
 """HNSW partitions built from the store: filtered search, an exact fallback, safe files.
 
 The index is a derived cache, never the system of record. One `Partition` per org holds
-an hnswlib graph plus a float32 copy of its unit vectors (read from its saved file once
-the partition is loaded or rebuilt: see `Partition`); `PartitionedIndex` keeps them
-under ``<root>/<model-slug>/<org>/gen-NNNNNN/`` tagged (`IndexTag`) with the Delta table
+an hnswlib graph plus a float32 copy of its unit vectors (once the partition is loaded
+or rebuilt, the copy is read from its saved file and the graph only when a walk needs
+it: see `Partition`); `PartitionedIndex` keeps them under
+``<root>/<model-slug>/<org>/gen-NNNNNN/`` tagged (`IndexTag`) with the Delta table
 versions they reflect, so the store can tell how far behind a partition is, score the
 newer rows with `exact_search`, and rebuild from its rows whenever files are missing,
 corrupt or built by another model.
@@ -663,7 +664,8 @@ class PartitionedIndex:
         lower: a full rebuild from the store always wins). The old generations and any
         unfinished temp dirs are removed, and the org's directory is checked to hold
         nothing but the new generation; StoreError if anything else is left. The
-        partition's float32 copy is then read from its saved file (see `Partition`).
+        partition's float32 copy is then read from its saved file, and its graph is read
+        back only when a walk needs it (see `Partition`).
         """
         new_dir = self._write(org, partition, tag, check_versions=False, map_vectors=True)
         org_dir = self.base / org
