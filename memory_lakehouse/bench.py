@@ -300,7 +300,8 @@ def recall_figures(
     vectors = [retriever.embed_query(q).astype(np.float32) for q in queries]
     if largest is None:
         raise RuntimeError("the benchmark store has no index partition")
-    raw = largest._index
+    with largest._lock:
+        raw = largest._graph()  # read back from its file if a rebuild let go of it
     raw.set_ef(64)
     vi = iter(vectors)
     out["raw_hnswlib_query"] = {

@@ -1,9 +1,10 @@
 """HNSW partitions built from the store: filtered search, an exact fallback, safe files.
 
 The index is a derived cache, never the system of record. One `Partition` per org holds
-an hnswlib graph plus a float32 copy of its unit vectors (read from its saved file once
-the partition is loaded or rebuilt: see `Partition`); `PartitionedIndex` keeps them
-under ``<root>/<model-slug>/<org>/gen-NNNNNN/`` tagged (`IndexTag`) with the Delta table
+an hnswlib graph plus a float32 copy of its unit vectors (once the partition is loaded
+or rebuilt, the copy is read from its saved file and the graph only when a walk needs
+it: see `Partition`); `PartitionedIndex` keeps them under
+``<root>/<model-slug>/<org>/gen-NNNNNN/`` tagged (`IndexTag`) with the Delta table
 versions they reflect, so the store can tell how far behind a partition is, score the
 newer rows with `exact_search`, and rebuild from its rows whenever files are missing,
 corrupt or built by another model.
@@ -27,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import threading
 import uuid
 import zlib
@@ -140,8 +142,16 @@ class Partition:
     from its ``vectors.npy`` through a read-only memory map: only the pages scans touch
     are resident, and the kernel may drop them again (so a process that rebuilt 20 orgs
     does not keep 20 orgs' copies). The first `add` after that moves it back into
-    memory, with room to grow. A lock makes add and search safe to call from several
-    threads; searches run one at a time, single-threaded.
+    memory, with room to grow.
+
+    Such a partition does not hold its graph in memory either (~175 MB at 100k x 384):
+    only a filtered or unfiltered walk needs it, and the exact scans that serve small
+    allowed sets never do. The first walk (or a save of rows added since) reads it from
+    its ``index.hnsw``; rows added before then wait in the float32 copy and join the
+    graph at that point, in label order (hnswlib draws their levels afresh, as after any
+    load). If the file is gone (another handle rebuilt the org), the graph is built again from
+    the float32 copy. A lock makes add and search safe to call from several threads;
+    searches run one at a time, single-threaded.
 
     >>> p = Partition.create(2)
     >>> p.add(["a", "b"], np.array([[1.0, 0.0], [0.0, 1.0]]))
@@ -151,21 +161,26 @@ class Partition:
 
     def __init__(
         self,
-        index: hnswlib.Index,
+        index: hnswlib.Index | None,
         ids: list[str],
         vectors: np.ndarray,
         *,
+        dim: int,
         M: int,
         ef_construction: int,
         ef: int = DEFAULT_EF,
         exact_threshold: int | None = None,
+        graph_file: Path | None = None,
     ) -> None:
         # Use `create` or `load`; this wires already-consistent parts together.
-        self._index = index
+        self._index = index  # the graph in memory, holding every row; None: read from graph_file when needed
+        self._graph_file = graph_file  # a saved graph of the first `_graph_count` rows
+        self._graph_count = len(ids) if index is None else 0
+        self._pending_threads = 2  # threads for adding rows to the graph once it is read back
         self._ids = ids
         self._labels = {rid: i for i, rid in enumerate(ids)}
         self._vectors = vectors  # capacity rows; the first len(ids) are live
-        self.dim = int(index.dim)
+        self.dim = int(dim)
         self.M = M
         self.ef_construction = ef_construction
         self.ef = ef
@@ -201,7 +216,9 @@ class Partition:
         index = hnswlib.Index(space=_SPACE, dim=dim)
         index.init_index(max_elements=capacity, M=M, ef_construction=ef_construction, random_seed=seed)
         vectors = np.empty((capacity, dim), dtype=np.float32)
-        return cls(index, [], vectors, M=M, ef_construction=ef_construction, ef=ef, exact_threshold=exact_threshold)
+        return cls(
+            index, [], vectors, dim=dim, M=M, ef_construction=ef_construction, ef=ef, exact_threshold=exact_threshold
+        )
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -219,7 +236,9 @@ class Partition:
 
     @property
     def capacity(self) -> int:
-        return int(self._index.get_max_elements())
+        if self._index is not None:
+            return int(self._index.get_max_elements())
+        return len(self._vectors)
 
     def add(self, record_ids: Sequence[str], vectors: np.ndarray, *, num_threads: int = 2) -> None:
         """Add vectors under their record ids; ids already present are skipped.
@@ -247,8 +266,11 @@ class Partition:
             # full-size temporaries (at 100k x 384, each would be another 150 MB).
             block = self._vectors[start : start + count]
             _unit_rows_into(rows, None if count == len(rows) else np.asarray(fresh), block)
-            labels = np.arange(start, start + count, dtype=np.int64)
-            self._index.add_items(block, labels, num_threads=max(1, num_threads))
+            if self._index is not None:
+                labels = np.arange(start, start + count, dtype=np.int64)
+                self._index.add_items(block, labels, num_threads=max(1, num_threads))
+            else:  # the graph takes them when it is read back (`_graph`)
+                self._pending_threads = min(self._pending_threads, max(1, num_threads))
             for label, i in zip(range(start, start + count), fresh, strict=True):
                 rid = record_ids[i]
                 self._ids.append(rid)
@@ -261,11 +283,45 @@ class Partition:
         capacity = self.capacity
         if needed > capacity:
             capacity = max(needed, capacity * 2)
-            self._index.resize_index(capacity)
+            if self._index is not None:
+                self._index.resize_index(capacity)
         if needed > len(self._vectors) or not self._vectors.flags.writeable:
             grown = np.empty((capacity, self.dim), dtype=np.float32)
             grown[: len(self._ids)] = self._vectors[: len(self._ids)]
             self._vectors = grown
+
+    def _graph(self) -> hnswlib.Index:
+        """The graph over every row: read back from its file on first use, then caught up.
+
+        Call with the lock held. Rows added while the graph was on disk join it here, in
+        label order; a missing or unreadable file means building it from the float32 copy.
+        """
+        index = self._index
+        n = len(self._ids)
+        if index is None:
+            capacity = max(len(self._vectors), n, 1)
+            if self._graph_file is not None:
+                index = hnswlib.Index(space=_SPACE, dim=self.dim)
+                try:
+                    index.load_index(str(self._graph_file), max_elements=capacity)
+                    if index.element_count != self._graph_count:
+                        index = None
+                except (OSError, RuntimeError):  # hnswlib: "Cannot open file"
+                    index = None
+            if index is None:
+                index = hnswlib.Index(space=_SPACE, dim=self.dim)
+                index.init_index(max_elements=capacity, M=self.M, ef_construction=self.ef_construction, random_seed=100)
+            self._index, self._graph_file, self._graph_count = index, None, 0
+        indexed = int(index.element_count)
+        if indexed < n:
+            if n > index.get_max_elements():
+                index.resize_index(max(n, len(self._vectors)))
+            for start in range(indexed, n, _ADD_CHUNK):
+                stop = min(start + _ADD_CHUNK, n)
+                labels = np.arange(start, stop, dtype=np.int64)
+                index.add_items(self._vectors[start:stop], labels, num_threads=self._pending_threads)
+        self._pending_threads = 2
+        return index
 
     def mask(self, allowed: Collection[str]) -> np.ndarray:
         """*allowed* as a boolean mask over labels, to pass to `search` many times.
@@ -341,9 +397,10 @@ class Partition:
             ef = max(ef or self.ef, 2 * k)
             for _ in range(2):  # a second try at 4x the ef
                 say(f"hnsw ef={ef}, " + (f"filter {count} allowed" if mask is not None else f"unfiltered over {n}"))
-                self._index.set_ef(ef)
+                graph = self._graph()
+                graph.set_ef(ef)
                 try:
-                    labels_, distances = self._index.knn_query(
+                    labels_, distances = graph.knn_query(
                         q, k=k, num_threads=1, filter=None if mask is None else mask.__getitem__
                     )
                 except RuntimeError:  # hnswlib: fewer than k reachable within ef
@@ -420,8 +477,9 @@ class Partition:
         (the tag, hnswlib parameters and each file's size and CRC-32, so a torn or
         corrupt copy loads as None instead of crashing hnswlib). An existing
         *directory* is swapped out and deleted. With *map_vectors*, the float32 copy is
-        then read from the written ``vectors.npy`` instead of memory (unless rows were
-        added meanwhile); a partition that keeps growing is better saved without.
+        then read from the written ``vectors.npy`` instead of memory and the graph is let
+        go of until a walk needs it (unless rows were added meanwhile); a partition that
+        keeps growing is better saved without.
         """
         directory = Path(directory)
         if tag.dim != self.dim or tag.count != len(self):
@@ -435,7 +493,8 @@ class Partition:
             tmp.mkdir(parents=True)
             with self._lock:
                 n = len(self._ids)
-                self._index.save_index(str(tmp / "index.hnsw"))
+                if not self._copy_graph(tmp / "index.hnsw", n):
+                    self._graph().save_index(str(tmp / "index.hnsw"))
                 np.save(tmp / "vectors.npy", self._vectors[:n], allow_pickle=False)
                 (tmp / "ids.json").write_text(json.dumps(self._ids), encoding="utf-8")
                 if map_vectors:  # mapped before the rename: the map follows the file, not the path
@@ -459,10 +518,23 @@ class Partition:
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise StoreError(f"cannot save index partition to {directory}: {exc}") from exc
-        if mapped is not None:
-            with self._lock:
-                if len(self._ids) == n:
-                    self._vectors = mapped
+        with self._lock:
+            if self._index is None:  # the graph was copied: read it from here, as the old file goes
+                self._graph_file = directory / "index.hnsw"
+            elif mapped is not None and len(self._ids) == n:
+                self._index, self._graph_file, self._graph_count = None, directory / "index.hnsw", n
+            if mapped is not None and len(self._ids) == n:
+                self._vectors = mapped
+
+    def _copy_graph(self, target: Path, n: int) -> bool:
+        """Copy the saved graph file to *target* if it holds all *n* rows and the graph is not in memory."""
+        if self._index is not None or self._graph_file is None or self._graph_count != n:
+            return False
+        try:
+            shutil.copyfile(self._graph_file, target)
+        except OSError:
+            return False
+        return True
 
     @classmethod
     def load(
@@ -499,13 +571,21 @@ class Partition:
                 or vectors.shape != (tag.count, tag.dim)
             ):
                 return None
-            index = hnswlib.Index(space=_SPACE, dim=tag.dim)
-            index.load_index(str(directory / "index.hnsw"), max_elements=max(tag.count, 1))
-            if index.element_count != tag.count:
+            if _saved_graph_count(directory / "index.hnsw") != tag.count:
                 return None
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError, ValidationError):
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, ValidationError, struct.error):
             return None
-        return cls(index, ids, vectors, M=int(meta["M"]), ef_construction=int(meta["ef_construction"])), tag
+        # the graph stays on disk until a walk needs it (see `Partition`)
+        part = cls(
+            None,
+            ids,
+            vectors,
+            dim=tag.dim,
+            M=int(meta["M"]),
+            ef_construction=int(meta["ef_construction"]),
+            graph_file=directory / "index.hnsw",
+        )
+        return part, tag
 
 
 class PartitionedIndex:
@@ -589,7 +669,8 @@ class PartitionedIndex:
         lower: a full rebuild from the store always wins). The old generations and any
         unfinished temp dirs are removed, and the org's directory is checked to hold
         nothing but the new generation; StoreError if anything else is left. The
-        partition's float32 copy is then read from its saved file (see `Partition`).
+        partition's float32 copy is then read from its saved file, and its graph is read
+        back only when a walk needs it (see `Partition`).
         """
         new_dir = self._write(org, partition, tag, check_versions=False, map_vectors=True)
         org_dir = self.base / org
@@ -759,6 +840,13 @@ def _check_k(k: object) -> None:
 def _check_org(org: object) -> None:
     if not isinstance(org, str) or not _NAME.match(org):
         raise ValidationError(f"org must be a short name of letters, digits and _.:@- (got {org!r})", field="org")
+
+
+def _saved_graph_count(path: Path) -> int:
+    """How many elements a saved hnswlib graph holds (its header: offsetLevel0, max_elements, count)."""
+    with open(path, "rb") as fh:
+        count: int = struct.unpack("<3Q", fh.read(24))[2]
+    return count
 
 
 def _crc32(path: Path) -> int:

@@ -283,6 +283,25 @@ class TableView:
     high_water: datetime | None = None  # the latest system time of a memory commit so far
 
 
+def _rechunk(view: TableView, combined: int) -> None:
+    """Point the chunks holding the last *combined* rows of ``view.rows``, just combined, at
+    the same rows of the result (zero-copy slices).
+
+    The chunks are the rows appended since the epoch began, in order, so they tile
+    ``view.rows``; left as they were, they would keep the uncombined buffers alive beside
+    the combined ones (the snapshot twice: 45 MB more at 100k facts). Only the chunks of
+    the combined tail are touched: a store of many single writes has as many chunks.
+    """
+    rows = view.rows
+    assert rows is not None
+    end, i = rows.num_rows, len(view.chunks)
+    while i > 0 and end > rows.num_rows - combined:
+        i -= 1
+        n = view.chunks[i].num_rows
+        end -= n
+        view.chunks[i] = rows.slice(end, n)
+
+
 def is_local_uri(uri: str) -> bool:
     """Whether *uri* names a local path (a bare path or ``file://``) rather than an object store."""
     return "://" not in str(uri) or str(uri).startswith("file://")
@@ -802,6 +821,7 @@ class Lake:
         view.rows = chunk if view.rows is None else pa.concat_tables([view.rows, chunk])
         if view.rows.column(0).num_chunks > 64:  # keep take() and scans cheap; positions don't move
             view.rows = view.rows.combine_chunks()
+            _rechunk(view, view.rows.num_rows)
 
     def _complete_pending(self) -> None:
         """Rows of a multi-table transaction become known when its last part lands."""
@@ -885,8 +905,10 @@ class Lake:
                 tail = view.rows.slice(base)
                 if tail.num_rows * 4 > base:
                     view.rows = view.rows.combine_chunks()
+                    _rechunk(view, view.rows.num_rows)
                 else:
                     view.rows = pa.concat_tables([view.rows.slice(0, base), tail.combine_chunks()])
+                    _rechunk(view, tail.num_rows)
         return view.rows
 
     def known_rows(self, kind: str) -> pa.Table:
@@ -899,7 +921,9 @@ class Lake:
                 self._known = {}
             if kind not in self._known:
                 rows = self.all_rows(kind)
-                self._known[kind] = rows.filter(pc.is_valid(rows.column("known_since")))
+                if rows.column("known_since").null_count:
+                    rows = rows.filter(pc.is_valid(rows.column("known_since")))
+                self._known[kind] = rows  # no copy when every row is known (a filter copies: 45 MB at 100k)
             return self._known[kind]
 
     def commits(self) -> list[Commit]:

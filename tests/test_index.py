@@ -464,3 +464,60 @@ def test_partitions_stay_in_memory_where_files_cannot_be_mapped(tmp_path, monkey
     assert part._vectors.flags.writeable and loaded._vectors.flags.writeable
     q = unit(1, seed=31)[0]
     assert loaded.search(q, 8, plan="exact") == part.search(q, 8, plan="exact")
+
+
+def in_memory(part: Partition) -> bool:
+    """Whether the partition holds its HNSW graph in memory (not only in its index.hnsw)."""
+    return part._index is not None
+
+
+def test_a_rebuilt_or_loaded_partition_reads_its_graph_back_only_for_a_walk(tmp_path):
+    part, rids, _ = built(600, seed=32)
+    queries, allowed = unit(5, seed=33), set(rids[::3])
+    before = [part.search(q, 8, allowed=allowed, plan="hnsw") for q in queries]
+    idx = PartitionedIndex(tmp_path, MODEL, DIM)
+    idx.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 600))
+    loaded = present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme"))
+    for p in (part, loaded):
+        assert not in_memory(p)  # on disk: exact scans never need it
+        assert [p.search(q, 8, plan="exact") for q in queries] == [part.search(q, 8, plan="exact") for q in queries]
+        assert not in_memory(p)
+        assert [p.search(q, 8, allowed=allowed, plan="hnsw") for q in queries] == before  # the same graph
+        assert in_memory(p)
+
+
+def test_rows_added_while_the_graph_is_on_disk_join_it_for_the_next_walk(tmp_path):
+    part, rids, vecs = built(300, seed=34)
+    PartitionedIndex(tmp_path, MODEL, DIM).replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 300))
+    loaded = present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme"))
+    extra = unit(40, seed=35)
+    loaded.add(ids(40, prefix="late"), extra, num_threads=1)
+    assert not in_memory(loaded) and len(loaded) == 340
+    for i in (0, 17, 39):
+        assert loaded.search(extra[i], 1, plan="hnsw")[0][0] == f"late_{i:05d}"
+    assert in_memory(loaded) and loaded._graph().element_count == 340
+    assert loaded.search(vecs[5], 1, plan="hnsw")[0][0] == rids[5]
+    idx = PartitionedIndex(tmp_path, MODEL, DIM)
+    idx.put("acme", loaded, IndexTag(MODEL, DIM, {"facts": 2}, 340))
+    again = present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme"))
+    assert again.search(extra[17], 1, plan="hnsw")[0][0] == "late_00017"
+
+
+def test_a_graph_left_on_disk_is_saved_again_and_survives_its_files_going(tmp_path):
+    part, rids, vecs = built(300, seed=36)
+    idx = PartitionedIndex(tmp_path, MODEL, DIM)
+    idx.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 300))
+    loaded = present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme"))
+    q, allowed = unit(1, seed=37)[0], set(rids[::2])
+    before = part.search(q, 8, allowed=allowed, plan="hnsw")
+    idx.put("acme", loaded, IndexTag(MODEL, DIM, {"facts": 2}, 300))  # copies the graph file, reads nothing back
+    assert not in_memory(loaded) and len(idx.files("acme")) == 4
+    assert (
+        present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme")).search(q, 8, allowed=allowed, plan="hnsw")
+        == before
+    )
+    other, _, _ = built(5, seed=38)
+    idx.replace("acme", other, IndexTag(MODEL, DIM, {"facts": 3}, 5))  # deletes every file `loaded` came from
+    got = loaded.search(q, 8, allowed=allowed, plan="hnsw")  # built again from its float32 copy
+    assert len(got) == 8 and {r for r, _ in got} <= allowed
+    assert loaded.search(vecs[7], 1, plan="hnsw")[0][0] == rids[7]
