@@ -357,6 +357,9 @@ class Visibility:
     def __init__(self, lake: Lake) -> None:
         self.lake = lake
         self.con = duckdb.connect(config={"threads": DUCKDB_THREADS})
+        # DuckDB draws a progress bar on stdout for a query past two seconds (a replay at 1M
+        # rows, a first mirror): it would land in the middle of `memlake ... --json` output
+        self.con.execute("SET enable_progress_bar = false")
         self._lock = threading.RLock()
         self._mirrored: dict[str, tuple[int, int, int]] = {}  # kind -> (epoch, chunks applied, rows)
         self._hidden_for: dict[str, Forgotten] = {}  # kind -> the ledger state its `hidden` reflects

@@ -20,3 +20,11 @@ def test_replaying_one_decision_again_sees_the_same_rows(tmp_path, clock):
     assert store.replay([("d-2", MEMBER, "which plan", "customer:2", day(1))], kinds=["fact"]).visible.column(
         "decision_id"
     ).to_pylist() == ["d-2"]
+
+
+def test_duckdb_draws_no_progress_bar_on_stdout(tmp_path):
+    """DuckDB draws a bar on stdout for a query past two seconds (seen in the middle of the
+    1M-record bench's JSON); the store's connection has it off, so `--json` output stays JSON."""
+    store = ml.open(tmp_path / "store")
+    setting = store.vis.con.sql("SELECT current_setting('enable_progress_bar')").fetchone()
+    assert setting == (False,)
