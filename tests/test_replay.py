@@ -26,5 +26,5 @@ def test_duckdb_draws_no_progress_bar_on_stdout(tmp_path):
     """DuckDB draws a bar on stdout for a query past two seconds (seen in the middle of the
     1M-record bench's JSON); the store's connection has it off, so `--json` output stays JSON."""
     store = ml.open(tmp_path / "store")
-    setting = store.vis.con.sql("SELECT current_setting('enable_progress_bar')").fetchone()
-    assert setting == (False,)
+    setting = store.vis.con.sql("SELECT current_setting('enable_progress_bar')").fetchall()
+    assert setting == [(False,)]
