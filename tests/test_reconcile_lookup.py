@@ -94,3 +94,34 @@ def test_reconcile_lookup_of_slots_the_store_never_saw_is_empty(tmp_path):
     assert store.vis.slot_versions("fact", [unknown]).num_rows == 0
     assert store.vis.slot_versions("fact", []).num_rows == 0
     store.close()
+
+
+def test_stored_timestamps_read_for_reconcile_equal_arrows_own_conversion():
+    import pyarrow as pa
+
+    from memory_lakehouse.write import _column_values
+
+    values = [T0, None, T0 + timedelta(microseconds=1), datetime(1999, 12, 31, 23, 59, tzinfo=UTC)]
+    for tz in ("UTC", "Etc/UTC"):
+        column = pa.chunked_array(
+            [pa.array(values[:2], pa.timestamp("us", tz=tz)), pa.array(values[2:], pa.timestamp("us", tz=tz))]
+        )
+        assert _column_values(column) == column.to_pylist() == values
+    strings = pa.chunked_array([pa.array(["a", None])])
+    assert _column_values(strings) == ["a", None]
+
+
+def test_record_ids_made_for_a_batch_look_like_single_ones_and_never_repeat():
+    import re
+
+    from memory_lakehouse.records import kind_of_record_id, new_record_id
+    from memory_lakehouse.write import _new_record_ids
+
+    kinds = ["fact", "preference", "episode"] * 400
+    ids = _new_record_ids(kinds)
+    assert len(set(ids)) == len(ids)
+    shape = re.compile(r"^[a-z]{3}_[0-9a-f]{32}$")
+    for kind, record_id in zip(kinds, ids, strict=True):
+        assert shape.match(record_id) and record_id[:4] == new_record_id(kind)[:4]
+        assert kind_of_record_id(record_id) == kind
+    assert [len(i) for i in _new_record_ids(["fact"] * 3)] == [36] * 3
