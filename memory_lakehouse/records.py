@@ -67,7 +67,7 @@ def subject_key(subject: str) -> str:
 
 
 def _slot(*parts: Any) -> str:
-    raw = "\x1f".join("" if p is None else str(p).strip().casefold() for p in parts)
+    raw = "\x1f".join(["" if p is None else str(p).strip().casefold() for p in parts])  # a list: ~1 µs less
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
