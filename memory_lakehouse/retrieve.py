@@ -218,7 +218,8 @@ class Retriever:
         columns: Sequence[str] | Callable[[str], Sequence[str]],
         cursor: dict[str, tuple[int, int]] | None = None,
     ) -> list[tuple[str, pa.Table]]:
-        """Active rows of *org* per kind, known to the store (what the index may hold).
+        """Active rows of *org* per kind, known to the store (what the index may hold); a kind
+        with no rows to read is left out.
 
         *columns*: the columns to keep, or a function of the kind that names them. With a
         *cursor* (kind -> snapshot epoch and rows already looked at), only rows appended
@@ -237,6 +238,8 @@ class Retriever:
                 seen = cursor.get(kind)
                 start = seen[1] if seen is not None and seen[0] == epoch else 0
                 cursor[kind] = (epoch, rows.num_rows)
+            if start >= rows.num_rows:
+                continue  # nothing appended since (or an empty table): no rows of this kind to give
             tail = rows.slice(start) if start else rows
             picked = tail.filter(indexable_mask(tail, org))
             names = list(columns(kind) if callable(columns) else columns)
