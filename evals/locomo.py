@@ -287,15 +287,18 @@ Setting = Mapping[str, Any] | Callable[[str], Mapping[str, Any]]
 SETTINGS: dict[str, Setting] = {"default": {}, "bm25": {"signals": ("bm25",)}, "vector": {"signals": ("vector",)}}
 
 
-def learned_settings(path: Path, embedder: Any = None) -> dict[str, Setting]:
+def learned_settings(
+    path: Path, embedder: Any = None, *, folds: Mapping[str, Sequence[float]] | None = None
+) -> dict[str, Setting]:
     """``"learned"`` fusion, its weights fitted on the other conversations of *path* for each
-    held-out one (`evals.learned_ranker.fold_weights`)."""
-    from evals import learned_ranker
+    held-out one (`evals.learned_ranker.fold_weights`; or *folds*: held-out name -> weights)."""
+    if folds is None:
+        from evals import learned_ranker
 
-    folds = learned_ranker.fold_weights(path, embedder)
+        folds = learned_ranker.fold_weights(path, embedder)
     return {
         "learned, fitted on the other conversations": lambda held: {
-            "ranking": ml.Ranking(fusion="learned", weights=folds[held])
+            "ranking": ml.Ranking(fusion="learned", weights=tuple(folds[held]))
         }
     }
 
@@ -491,6 +494,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help='also "learned" fusion, its weights fitted on the other conversations (evals.learned_ranker)',
     )
+    parser.add_argument(
+        "--learned-weights",
+        type=Path,
+        help="with --learned: a JSON file of held-out conversation -> weights fitted on the others",
+    )
     parser.add_argument("--only", nargs="+", metavar="NAME", help="only these of the settings (e.g. default)")
     args = parser.parse_args(argv)
     embedder = ml.HashingEmbedder(dim=384) if args.embedder == "hashing" else None
@@ -498,7 +506,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.only:
         settings = {n: s for n, s in settings.items() if n in args.only}
     if args.learned:
-        settings.update(learned_settings(args.path, embedder))
+        folds = json.loads(args.learned_weights.read_text()) if args.learned_weights else None
+        settings.update(learned_settings(args.path, embedder, folds=folds))
     report = evaluate(
         args.path,
         settings,

@@ -126,9 +126,32 @@ LEARNED_FEATURES: tuple[str, ...] = (
     "log(1 + the episode's rows in the pool)",
     "the episode's best baseline",
 )
-#: ``"learned"`` fusion's weights, one per `LEARNED_FEATURES` (the turn model plus λ times the
-#: session model, each divided by its training rows' spread). Fitted PLACEHOLDER.
-LEARNED_WEIGHTS: tuple[float, ...] = (0.0,) * len(LEARNED_FEATURES)
+#: ``"learned"`` fusion's weights, one per `LEARNED_FEATURES`: a pairwise logistic over the turn
+#: signals (the first 11; evidence turns against the others among the default's best 50 of the
+#: pool) plus λ = 1.0 times one over the session signals, each divided by its training rows'
+#: spread (`evals.learned_ranker.Model.weights`). Fitted 2026-12-02 on all five LoCoMo dev
+#: conversations (26, 30, 41, 42, 43 of ../shared/data/locomo-dev, 997 questions), λ picked
+#: leaving each out: `evals.learned_ranker.fit` (``python -m evals.learned_ranker PATH --fit``).
+#: Fitted on the other four, they score each dev conversation as docs/performance.md reports.
+LEARNED_WEIGHTS: tuple[float, ...] = (
+    4.965441,
+    1.115852,
+    1.173602,
+    5.002661,
+    16.532871,
+    4.050105,
+    1.988075,
+    1.032913,
+    4.477613,
+    5.416926,
+    7.911172,
+    5.61594,
+    -0.364296,
+    1.735317,
+    1.07121,
+    0.408035,
+    6.233036,
+)
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ def test_learned_weights_that_are_not_one_finite_number_per_feature_are_a_valida
 
 
 def test_learned_weights_are_kept_as_a_tuple_of_floats():
-    r = ml.Ranking(fusion="learned", weights=[1] * len(LEARNED_FEATURES))
+    r = ml.Ranking(fusion="learned", weights=[1] * len(LEARNED_FEATURES))  # type: ignore[arg-type]  # a list is accepted
     assert r.weights == (1.0,) * len(LEARNED_FEATURES) and hash(r) == hash(r.replace())
 
 
