@@ -15,6 +15,8 @@ does on a conversation it was not chosen on.
 
     python -m evals.locomo ../shared/data/locomo-dev            # default and each signal alone
     python -m evals.locomo ../shared/data/locomo-dev --json
+    python -m evals.locomo ../shared/data/locomo-dev --only default --learned   # and "learned" fusion,
+                                                  # its weights fitted on the other conversations
 
 The data stays where it is: the eval takes a path and copies nothing.
 """
