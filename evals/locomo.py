@@ -15,6 +15,8 @@ does on a conversation it was not chosen on.
 
     python -m evals.locomo ../shared/data/locomo-dev            # default and each signal alone
     python -m evals.locomo ../shared/data/locomo-dev --json
+    python -m evals.locomo ../shared/data/locomo-dev --only default --learned   # and "learned" fusion,
+                                                  # its weights fitted on the other conversations
 
 The data stays where it is: the eval takes a path and copies nothing.
 """
@@ -279,10 +281,28 @@ def objective(outcomes: Sequence[Outcome]) -> float:
 # ---------------------------------------------------------------------------- running
 
 
-#: A setting under comparison: keyword arguments for `store.recall` (``signals=``, ``ranking=``).
-Setting = Mapping[str, Any]
+#: A setting under comparison: keyword arguments for `store.recall` (``signals=``, ``ranking=``),
+#: or a function of the held-out conversation's name that gives them (a setting fitted on the
+#: other conversations: `learned_settings`).
+Setting = Mapping[str, Any] | Callable[[str], Mapping[str, Any]]
 #: The settings `memlake eval retrieval` reports: the default and each signal alone.
 SETTINGS: dict[str, Setting] = {"default": {}, "bm25": {"signals": ("bm25",)}, "vector": {"signals": ("vector",)}}
+
+
+def learned_settings(
+    path: Path, embedder: Any = None, *, folds: Mapping[str, Sequence[float]] | None = None
+) -> dict[str, Setting]:
+    """``"learned"`` fusion, its weights fitted on the other conversations of *path* for each
+    held-out one (`evals.learned_ranker.fold_weights`; or *folds*: held-out name -> weights)."""
+    if folds is None:
+        from evals import learned_ranker
+
+        folds = learned_ranker.fold_weights(path, embedder)
+    return {
+        "learned, fitted on the other conversations": lambda held: {
+            "ranking": ml.Ranking(fusion="learned", weights=tuple(folds[held]))
+        }
+    }
 
 
 def sweep_settings() -> dict[str, Setting]:
@@ -300,7 +320,7 @@ def sweep_settings() -> dict[str, Setting]:
 
 def run_conversation(
     conv: Conversation,
-    settings: Mapping[str, Setting],
+    settings: Mapping[str, Mapping[str, Any]],
     *,
     embedder: Any = None,
     open_options: Mapping[str, Any] | None = None,
@@ -361,16 +381,21 @@ def evaluate(
     open_options: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     loader: str = "reference",
+    pick: bool | None = None,
 ) -> dict[str, Any]:
-    """Each setting on each conversation, leave-one-conversation-out figures per setting."""
+    """Each setting on each conversation, leave-one-conversation-out figures per setting; with
+    *pick* (by default: when there are more settings than `SETTINGS`), also the setting each
+    fold picks on the other conversations."""
     convs = read_dir(paths) if isinstance(paths, Path) else [read_conversation(p) for p in paths]
     settings = dict(settings or SETTINGS)
+    pick = len(settings) > len(SETTINGS) if pick is None else pick
     per_conv: dict[str, dict[str, list[Outcome]]] = {}
     timing: dict[str, dict[str, float]] = {}
     for conv in convs:
         if progress:
             progress(f"locomo {conv.name}: {len(conv.turns)} turns, {len(conv.questions)} questions")
-        res = run_conversation(conv, settings, embedder=embedder, open_options=open_options, loader=loader)
+        mine = {n: s(conv.name) if callable(s) else s for n, s in settings.items()}
+        res = run_conversation(conv, mine, embedder=embedder, open_options=open_options, loader=loader)
         per_conv[conv.name] = {n: r["outcomes"] for n, r in res["settings"].items()}
         timing[conv.name] = {
             "load_s": res["load_s"],
@@ -388,9 +413,12 @@ def evaluate(
             for c in convs
         },
         "loader": loader,
-        "settings": {n: {k: str(v) for k, v in s.items()} for n, s in settings.items()},
+        "settings": {
+            n: {k: str(v) for k, v in s.items()} if not callable(s) else {"per_fold": "fitted on the others"}
+            for n, s in settings.items()
+        },
         "results": {n: loo(per_conv, [n]) for n in settings},
-        **({"picked_by_loo": loo(per_conv, list(settings))} if len(settings) > len(SETTINGS) else {}),
+        **({"picked_by_loo": loo(per_conv, list(settings))} if pick else {}),
         "per_conv": per_conv,
     }
 
@@ -463,11 +491,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also compare the ranking grid of `sweep_settings` (slow); each fold picks on the others",
     )
+    parser.add_argument(
+        "--learned",
+        action="store_true",
+        help='also "learned" fusion, its weights fitted on the other conversations (evals.learned_ranker)',
+    )
+    parser.add_argument(
+        "--learned-weights",
+        type=Path,
+        help="with --learned: a JSON file of held-out conversation -> weights fitted on the others",
+    )
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="only these of the settings (e.g. default)")
     args = parser.parse_args(argv)
     embedder = ml.HashingEmbedder(dim=384) if args.embedder == "hashing" else None
     settings = {**SETTINGS, **(sweep_settings() if args.sweep else {})}
+    if args.only:
+        settings = {n: s for n, s in settings.items() if n in args.only}
+    if args.learned:
+        folds = json.loads(args.learned_weights.read_text()) if args.learned_weights else None
+        settings.update(learned_settings(args.path, embedder, folds=folds))
     report = evaluate(
-        args.path, settings, embedder=embedder, progress=lambda m: print(m, file=sys.stderr), loader=args.loader
+        args.path,
+        settings,
+        embedder=embedder,
+        progress=lambda m: print(m, file=sys.stderr),
+        loader=args.loader,
+        pick=args.sweep,
     )
     report.pop("per_conv")
     print(json.dumps(report, indent=2) if args.json else markdown(report))

@@ -268,10 +268,18 @@ def scores(ranks: Sequence[int | None], k: int) -> dict[str, float]:
     }
 
 
-def run(fixture_path: Path = FIXTURE, *, embedder: Any = None, k: int = 10, sweep: bool = False) -> dict[str, Any]:
+def run(
+    fixture_path: Path = FIXTURE,
+    *,
+    embedder: Any = None,
+    k: int = 10,
+    sweep: bool = False,
+    ranking: ml.Ranking | None = None,
+) -> dict[str, Any]:
+    """The fixture's figures for each mode; *ranking* is the store's (the default's when None)."""
     fixture = Fixture.load(fixture_path)
     with tempfile.TemporaryDirectory(prefix="memlake-eval-retrieval-") as root:
-        store = ml.open(root, clock=lambda: fixture.now, embedder=embedder)
+        store = ml.open(root, clock=lambda: fixture.now, embedder=embedder, ranking=ranking)
         ids = load_store(store, fixture)
         modes = evaluate(store, fixture, ids, k=k)
         tuning = tune(store, fixture, ids, k=k) if sweep else None
@@ -414,9 +422,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "when absent)",
     )
     parser.add_argument("--no-locomo", action="store_true", help="the fixture only")
+    parser.add_argument(
+        "--fusion",
+        choices=ml.ranking.FUSIONS,
+        help="the fixture's store ranks with ml.Ranking(fusion=...) (default: the default Ranking)",
+    )
+    parser.add_argument(
+        "--learned",
+        action="store_true",
+        help='LoCoMo: also "learned" fusion, its weights fitted on the other conversations',
+    )
     args = parser.parse_args(argv)
     embedder = ml.HashingEmbedder(dim=384) if args.embedder == "hashing" else None
-    report = run(args.fixture, embedder=embedder, k=args.k, sweep=args.tune)
+    ranking = ml.Ranking(fusion=args.fusion) if args.fusion else None
+    report = run(args.fixture, embedder=embedder, k=args.k, sweep=args.tune, ranking=ranking)
     problems = verdict(report)
     report["passed"] = not problems
     report["problems"] = problems
@@ -426,7 +445,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.locomo.is_dir() and any(args.locomo.glob("*.json")):
             from . import locomo
 
-            conv = locomo.evaluate(args.locomo, embedder=embedder, progress=lambda m: print(m, file=sys.stderr))
+            settings = {**locomo.SETTINGS, **(locomo.learned_settings(args.locomo, embedder) if args.learned else {})}
+            conv = locomo.evaluate(
+                args.locomo, settings, embedder=embedder, progress=lambda m: print(m, file=sys.stderr), pick=False
+            )
             conv.pop("per_conv")
             report["locomo"] = {"path": str(args.locomo), **conv}
             print(locomo.markdown(conv))

@@ -14,6 +14,14 @@ it orders the visible rows that the vector search and BM25 reached:
      ``(1 - w) * cosine + w * bm25``;
    * ``"rrf"`` — weighted reciprocal-rank fusion of the two lists,
      ``(1 - w) / (60 + rank_vector) + w / (60 + rank_bm25)``;
+   * ``"learned"`` — rows outside episodes as ``"convex"`` (with the date bonus); rows of
+     episodes by a linear model over `LEARNED_FEATURES` (`learned_features`,
+     `learned_scores`): the convex score with its context and date bonus is one of them,
+     the others are what a turn's session, its neighbours and the question's names say.
+     The weights (`Ranking.weights`, `LEARNED_WEIGHTS` by default) were fitted once by
+     ``python -m evals.learned_ranker PATH --fit``. Opt-in: on the LoCoMo dev conversations
+     it finds more evidence turns in the top 5 than ``"convex"`` but does not put the right
+     session first more often (docs/performance.md);
 
 2. **episodes** — memories recorded together form an *episode*: the rows of one session
    (``session_id``), or else of one kind, source and valid-from time, when the store
@@ -41,6 +49,7 @@ outside episodes rank as they did before, so the in-house fixture's figures hold
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Hashable, Mapping, Sequence
@@ -49,6 +58,7 @@ from dataclasses import replace as _replace
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from .errors import ValidationError
@@ -56,7 +66,7 @@ from .errors import ValidationError
 #: The ranked lists recall can fuse; recall uses both unless told otherwise.
 SIGNALS: tuple[str, ...] = ("vector", "bm25")
 #: Ways of fusing the two signals (see the module docstring).
-FUSIONS: tuple[str, ...] = ("convex", "minmax", "rrf")
+FUSIONS: tuple[str, ...] = ("convex", "minmax", "rrf", "learned")
 #: Reciprocal-rank fusion constant (Cormack et al. 2009).
 RRF_K = 60
 #: Weight of the lexical signal in fusion for rows outside episodes: 0.1, chosen on the retrieval
@@ -94,6 +104,58 @@ _YEAR_WORD = re.compile(r"\b(1[89]\d\d|2\d\d\d)\b")
 #: sessions hold 13-43 turns; the fixture's coincidental groups (CRM rows synced one day) at most 6.
 EPISODE_ROWS = 10
 
+#: The signals of a row of an episode that the ``"learned"`` fusion weighs, computed over recall's
+#: pool (`learned_features`): "fused" is the convex score with the episode lexical weight,
+#: "baseline" the default's whole score (fused, context, date bonus); "the episode's ..." are
+#: over the episode's rows in the pool; a neighbour is the row written just before or after in
+#: the same episode; a row's speaker is named when the query holds the first word of its text
+#: (`names_speaker`).
+LEARNED_FEATURES: tuple[str, ...] = (
+    "cosine01",
+    "coverage",
+    "bm25 / the pool's best",
+    "context (mean of the episode's best context_top fused)",
+    "the episode's best fused",
+    "the episode's mean fused",
+    "the best neighbour's fused",
+    "the speaker is named",
+    "baseline",
+    "fused",
+    "valid from a month the query names",
+    "the episode's best cosine01",
+    "the episode's best coverage",
+    "the episode's best bm25 / the pool's best",
+    "the episode's best fused of a row whose speaker is named",
+    "log(1 + the episode's rows in the pool)",
+    "the episode's best baseline",
+)
+#: ``"learned"`` fusion's weights, one per `LEARNED_FEATURES`: a pairwise logistic over the turn
+#: signals (the first 11; evidence turns against the others among the default's best 50 of the
+#: pool) plus λ = 1.0 times one over the session signals, each divided by its training rows'
+#: spread (`evals.learned_ranker.Model.weights`). Fitted 2026-12-02 on all five LoCoMo dev
+#: conversations (26, 30, 41, 42, 43 of ../shared/data/locomo-dev, 997 questions), λ picked
+#: leaving each out: `evals.learned_ranker.fit` (``python -m evals.learned_ranker PATH --fit``).
+#: Fitted on the other four, they score each dev conversation as docs/performance.md reports.
+LEARNED_WEIGHTS: tuple[float, ...] = (
+    4.965441,
+    1.115852,
+    1.173602,
+    5.002661,
+    16.532871,
+    4.050105,
+    1.988075,
+    1.032913,
+    4.477613,
+    5.416926,
+    7.911172,
+    5.61594,
+    -0.364296,
+    1.735317,
+    1.07121,
+    0.408035,
+    6.233036,
+)
+
 
 @dataclass(frozen=True)
 class Ranking:
@@ -101,7 +163,8 @@ class Ranking:
 
     *signals*: the ranked lists used (``("vector", "bm25")``; one alone ranks by that
     signal only, as a diagnosis: no fusion, no context). *fusion*: ``"convex"``,
-    ``"minmax"`` or ``"rrf"``. *lexical_weight*: the lexical signal's share in fusion,
+    ``"minmax"``, ``"rrf"`` or ``"learned"``; *weights*: the learned fusion's, one per
+    `LEARNED_FEATURES`. *lexical_weight*: the lexical signal's share in fusion,
     0 (vector order) to 1 (lexical order); *episode_lexical_weight*: the same for rows
     of an episode. *episode_rows*: how many rows a group recorded together must hold
     to be an episode. *context_weight*: how much an episode lends to its rows' scores
@@ -114,7 +177,7 @@ class Ranking:
     >>> Ranking(fusion="cosine")
     Traceback (most recent call last):
     ...
-    memory_lakehouse.errors.ValidationError: fusion must be one of ('convex', 'minmax', 'rrf'), got 'cosine'
+    memory_lakehouse.errors.ValidationError: fusion must be one of ('convex', 'minmax', 'rrf', 'learned'), got 'cosine'
     """
 
     signals: tuple[str, ...] = SIGNALS
@@ -125,6 +188,7 @@ class Ranking:
     context_weight: float = CONTEXT_WEIGHT
     context_top: int = CONTEXT_TOP
     date_weight: float = DATE_WEIGHT
+    weights: tuple[float, ...] = LEARNED_WEIGHTS
 
     def __post_init__(self) -> None:
         signals: Any = self.signals  # typed a tuple; callers may pass a bare str
@@ -150,6 +214,19 @@ class Ranking:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValidationError(f"{name} must be a positive int, got {value!r}", field=name)
+        weights: Any = self.weights
+        n = len(LEARNED_FEATURES)
+        if (
+            isinstance(weights, (str, bytes, Mapping))
+            or not isinstance(weights, Sequence)
+            or len(weights) != n
+            or any(isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) for w in weights)
+        ):
+            raise ValidationError(
+                f"weights must be {n} finite numbers, one per ranking.LEARNED_FEATURES, got {weights!r}",
+                field="weights",
+            )
+        object.__setattr__(self, "weights", tuple(float(w) for w in weights))
 
     def replace(self, **changes: Any) -> Ranking:
         """A copy with some settings changed (checked like a new one).
@@ -207,7 +284,7 @@ def fuse(
     """
     inside = in_episode or {}
     weight = {rid: ranking.episode_lexical_weight if inside.get(rid) else ranking.lexical_weight for rid in ids}
-    if ranking.fusion == "convex":
+    if ranking.fusion in ("convex", "learned"):  # learned: rows of episodes are rescored after
         return {rid: fuse_scores(cosine[rid], coverage[rid], weight[rid]) for rid in ids}
     if ranking.fusion == "minmax":
         cos = minmax({rid: cosine[rid] for rid in ids})
@@ -293,3 +370,108 @@ def with_context(
         e = evidence[key] if key is not None else s
         out[rid] = (s + weight * e) / (1.0 + weight)
     return out
+
+
+def names_speaker(query: str, text: str) -> bool:
+    """Whether *query* holds, as a word, the first word of *text*: a turn's speaker, who opens
+    its text in both LoCoMo loaders ("Melanie (session 3): ...").
+
+    >>> names_speaker("When did Melanie paint a sunrise?", "Melanie (session 1). I painted it")
+    True
+    >>> names_speaker("When did Melanie paint?", "Caroline (session 1). Melanie did")
+    False
+    """
+    first = _WORD.match(text)
+    return first is not None and first.group(0).lower() in _words(query)
+
+
+_WORD = re.compile(r"\w+")
+
+
+@functools.lru_cache(maxsize=64)
+def _words(query: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(query))
+
+
+def best_neighbours(fused: np.ndarray, episode: Sequence[Hashable | None], position: Sequence[int]) -> np.ndarray:
+    """Each row's best neighbour: the larger *fused* of the rows at *position* ± 1 in its episode
+    (0 when neither is among the rows, or the row has no episode).
+
+    >>> best_neighbours(np.array([0.5, 0.9, 0.2, 0.7]), ["a", "a", "a", "b"], [1, 2, 3, 4]).tolist()
+    [0.9, 0.5, 0.9, 0.0]
+    """
+    at = {(e, p): float(f) for e, p, f in zip(episode, position, fused.tolist(), strict=True) if e is not None}
+    return np.array(
+        [
+            max(at.get((e, p - 1), 0.0), at.get((e, p + 1), 0.0)) if e is not None else 0.0
+            for e, p in zip(episode, position, strict=True)
+        ]
+    )
+
+
+def learned_features(
+    *,
+    cosine: np.ndarray,
+    coverage: np.ndarray,
+    bm25: np.ndarray,
+    fused: np.ndarray,
+    baseline: np.ndarray,
+    episode: Sequence[Hashable | None],
+    neighbour: np.ndarray,
+    named: np.ndarray,
+    dated: np.ndarray,
+    top: int = CONTEXT_TOP,
+) -> np.ndarray:
+    """One row of `LEARNED_FEATURES` per row of the pool, from each row's signals.
+
+    *cosine* is the raw cosine (-1..1); *bm25* the BM25 score (0 where BM25 did not reach
+    the row); *fused* the convex score; *baseline* the default's whole score; *episode*
+    each row's episode key (rows without one are their own); *neighbour* `best_neighbours`;
+    *named* `names_speaker`; *dated* `in_named_month`.
+    """
+    n = len(fused)
+    cos01 = (np.asarray(cosine, float) + 1.0) / 2.0
+    best_bm25 = float(np.max(bm25)) if n else 0.0
+    bm = np.asarray(bm25, float) / best_bm25 if best_bm25 > 0 else np.zeros(n)
+    named_fused = np.asarray(named, float) * fused
+    groups: dict[Hashable, list[int]] = {}
+    for i, key in enumerate(episode):
+        groups.setdefault(key if key is not None else ("row", i), []).append(i)
+    per_episode = np.zeros((n, 9))
+    for rows in groups.values():
+        idx = np.array(rows)
+        f = np.sort(fused[idx])[::-1]
+        per_episode[idx] = [
+            f[:top].mean(),
+            f[0],
+            f.mean(),
+            cos01[idx].max(),
+            coverage[idx].max(),
+            bm[idx].max(),
+            named_fused[idx].max(),
+            math.log1p(len(idx)),
+            baseline[idx].max(),
+        ]
+    own = np.stack([cos01, coverage, bm], 1)
+    return np.hstack(
+        [
+            own,
+            per_episode[:, :3],
+            np.stack([neighbour, np.asarray(named, float), baseline, fused, np.asarray(dated, float)], 1),
+            per_episode[:, 3:],
+        ]
+    )
+
+
+def learned_scores(features: np.ndarray, weights: Sequence[float], baseline: np.ndarray) -> np.ndarray:
+    """The model's scores (``features @ weights``), placed on the baseline's scale: the same mean
+    and spread as *baseline* over these rows, so rows outside episodes, which keep the
+    default's score, still rank among them. One row, or rows the model cannot tell apart,
+    keep the baseline.
+    """
+    raw: np.ndarray = features @ np.asarray(weights, float)
+    spread = float(raw.std())
+    if len(raw) < 2 or spread <= 1e-12:
+        return np.array(baseline, dtype=float)
+    scale = float(baseline.std()) / spread if float(baseline.std()) > 0 else 1.0
+    return float(baseline.mean()) + (raw - float(raw.mean())) * scale

@@ -60,10 +60,14 @@ from .ranking import (
     LEXICAL_WEIGHT,
     RRF_K,
     Ranking,
+    best_neighbours,
     episode_keys,
     fuse,
     in_named_month,
+    learned_features,
+    learned_scores,
     named_months,
+    names_speaker,
     with_context,
 )
 from .ranking import SIGNALS as SIGNALS  # their old home: still importable here
@@ -707,8 +711,8 @@ class Retriever:
             f"fused {len(fused)} row(s): {ranking.fusion}, lexical weight {ranking.lexical_weight:g} "
             f"({ranking.episode_lexical_weight:g} for the {in_episodes} in episodes)"
         )
+        own = fused
         if ranking.context_weight > 0 and in_episodes:
-            own = fused
             fused = with_context(fused, episodes, weight=ranking.context_weight, top=ranking.context_top)
             for rid in ids:
                 if episodes[rid] is not None:
@@ -718,13 +722,65 @@ class Retriever:
                 f"weight {ranking.context_weight:g}, top {ranking.context_top}"
             )
         named = named_months(query)
-        if ranking.date_weight > 0 and named[0]:
+        dated: list[str] = []
+        if named[0] and (ranking.date_weight > 0 or ranking.fusion == "learned"):
             dated = [rid for rid, start in self._valid_from(ids, candidates).items() if in_named_month(start, named)]
+        if ranking.date_weight > 0 and named[0]:
+            fused = dict(fused)
             for rid in dated:
                 fused[rid] += ranking.date_weight
                 why[rid].append(f"+{ranking.date_weight:g}: valid from a month the query names")
             self.trace(f"named months {sorted(named[0])}: {len(dated)} row(s) valid from one of them")
+        if ranking.fusion == "learned" and in_episodes:
+            fused = self._learned(
+                query, ids, candidates, ranking, cosine, covered, bm25, own, fused, episodes, dated, why
+            )
         return self._top(fused, why, candidates, k)
+
+    def _learned(
+        self,
+        query: str,
+        ids: list[str],
+        candidates: Mapping[str, tuple[str, int]],
+        ranking: Ranking,
+        cosine: Mapping[str, float],
+        covered: Mapping[str, float],
+        bm25: Mapping[str, float],
+        own: Mapping[str, float],
+        baseline: Mapping[str, float],
+        episodes: Mapping[str, Any],
+        dated: Sequence[str],
+        why: Mapping[str, list[str]],
+    ) -> dict[str, float]:
+        """Rows of episodes rescored by the learned model (`ranking.learned_features`, `learned_scores`)
+        over the pool; other rows keep *baseline*. A neighbour is the row next to it in the
+        snapshot, in its episode: an episode's rows are written in order."""
+        keys = [episodes[rid] for rid in ids]
+        fused = np.array([own[rid] for rid in ids])
+        base = np.array([baseline[rid] for rid in ids])
+        inside = [i for i, key in enumerate(keys) if key is not None]
+        texts = dict(zip((ids[i] for i in inside), self._texts([ids[i] for i in inside], candidates), strict=True))
+        on_month = set(dated)
+        features = learned_features(
+            cosine=np.array([cosine[rid] for rid in ids]),
+            coverage=np.array([covered[rid] for rid in ids]),
+            bm25=np.array([bm25.get(rid, 0.0) for rid in ids]),
+            fused=fused,
+            baseline=base,
+            episode=keys,
+            neighbour=best_neighbours(fused, keys, [candidates[rid][1] for rid in ids]),
+            named=np.array([rid in texts and names_speaker(query, texts[rid]) for rid in ids]),
+            dated=np.array([rid in on_month for rid in ids]),
+            top=ranking.context_top,
+        )
+        rows = np.array(inside)
+        scores = learned_scores(features[rows], ranking.weights, base[rows])
+        out = dict(baseline)
+        for i, score in zip(inside, scores.tolist(), strict=True):
+            out[ids[i]] = score
+            why[ids[i]].append(f"learned {score:.3f} (default {base[i]:.3f})")
+        self.trace(f"learned: {len(inside)} row(s) of episodes rescored over {len(ids)}")
+        return out
 
     def _valid_from(self, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
         """Each row's ``valid_from`` (a datetime), read from the snapshot positions of the pool."""

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
-from memory_lakehouse.ranking import fuse_scores, with_context
+from memory_lakehouse.ranking import LEARNED_FEATURES, fuse_scores, with_context
 
 EMBEDDER = ml.HashingEmbedder(dim=64)
 
@@ -42,6 +42,30 @@ def reference(i: int, text: str, when, source: str = "chat") -> ml.Reference:
 def test_a_ranking_setting_out_of_range_is_a_validation_error(bad):
     with pytest.raises(ml.ValidationError):
         ml.Ranking(**bad)
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        (1.0,) * (len(LEARNED_FEATURES) - 1),
+        (1.0,) * (len(LEARNED_FEATURES) + 1),
+        (float("nan"),) + (1.0,) * (len(LEARNED_FEATURES) - 1),
+        (float("inf"),) * len(LEARNED_FEATURES),
+        (True,) * len(LEARNED_FEATURES),
+        ("1",) * len(LEARNED_FEATURES),
+        "1" * len(LEARNED_FEATURES),
+        dict.fromkeys(LEARNED_FEATURES, 1.0),
+        None,
+    ],
+)
+def test_learned_weights_that_are_not_one_finite_number_per_feature_are_a_validation_error(weights):
+    with pytest.raises(ml.ValidationError, match=rf"weights must be {len(LEARNED_FEATURES)} finite numbers"):
+        ml.Ranking(fusion="learned", weights=weights)
+
+
+def test_learned_weights_are_kept_as_a_tuple_of_floats():
+    r = ml.Ranking(fusion="learned", weights=[1] * len(LEARNED_FEATURES))  # type: ignore[arg-type]  # a list is accepted
+    assert r.weights == (1.0,) * len(LEARNED_FEATURES) and hash(r) == hash(r.replace())
 
 
 # ----------------------------------------------------------------------- context, as a function
@@ -150,6 +174,7 @@ def test_the_store_ranking_is_set_on_open_and_a_recall_may_pass_its_own(tmp_path
         ml.Ranking(fusion="rrf"),
         ml.Ranking(context_weight=0),
         ml.Ranking(lexical_weight=1.0),
+        ml.Ranking(fusion="learned"),
     ],
 )
 def test_no_ranking_brings_back_a_superseded_value(tmp_path, ranking):
@@ -254,3 +279,36 @@ def test_a_background_index_is_built_after_writes_and_recall_finds_every_row(tmp
     store.close()
     with pytest.raises(ml.ValidationError):
         ml.open(tmp_path / "t", embedder=EMBEDDER, index="eager")
+
+
+# ----------------------------------------------------------------------- learned fusion in recall
+
+
+def learned(seed: int) -> ml.Ranking:
+    import numpy as np
+
+    return ml.Ranking(fusion="learned", weights=np.random.default_rng(seed).normal(size=len(LEARNED_FEATURES)).tolist())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_learned_fusion_changes_the_order_of_what_is_visible_never_what_is_visible(chat_store, seed):
+    hidden = reference(900, "the glaze cracked in the kiln again", day(3), source="other-team")
+    hidden = ml.Reference(**{**hidden.__dict__, "scope": ml.Scope("acme", "support", "tier1")})
+    chat_store.write(hidden, by=STEWARD)
+    query = "the glaze cracked on the vase from the kiln"
+    default = chat_store.recall(query, by=MEMBER, k=100)
+    mine = chat_store.recall(query, by=MEMBER, k=100, ranking=learned(seed))
+    assert {h.record_id for h in mine} == {h.record_id for h in default}
+    assert "the glaze cracked in the kiln again" not in {h.text.split(". ", 1)[-1] for h in mine}
+    top = chat_store.recall(query, by=MEMBER, k=5, ranking=learned(seed))
+    assert len(top) == 5 and {h.record_id for h in top} <= {h.record_id for h in default}
+    assert [h.record_id for h in mine] != [h.record_id for h in default]  # it does reorder
+
+
+def test_learned_fusion_leaves_the_score_of_rows_outside_episodes_as_the_default_gives_it(chat_store):
+    query = "the glaze cracked on the vase from the kiln"
+    default = {h.record_id: h.score for h in chat_store.recall(query, by=MEMBER, k=100) if h.kind == "fact"}
+    mine = {
+        h.record_id: h.score for h in chat_store.recall(query, by=MEMBER, k=100, ranking=learned(0)) if h.kind == "fact"
+    }
+    assert default and mine == pytest.approx(default)
