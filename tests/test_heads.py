@@ -270,3 +270,21 @@ def test_a_new_ledger_state_at_a_freed_states_address_does_not_reuse_its_heads(t
         if reused:
             break
     assert reused, "CPython did not reuse an address in 200 tries: the test proved nothing"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.sampled_from(["p1", "P1", "pro", "PRO", "Straße", "STRASSE", "ǅ", "ǆ", "x"]))),
+    st.sampled_from(["p1", "P1", "pro", "straße", "strasse", "ǆ", "y"]),
+)
+def test_a_filter_over_a_few_heads_answers_as_the_vectorised_filter(values, value):
+    """`OrgHeads._filtered` compares a few heads in Python, many in Arrow kernels: the same
+    heads, and the same refusal when a head is spelled otherwise but folds to the value."""
+    from memory_lakehouse.heads import _filtered_arrow, _filtered_small
+
+    idx = np.arange(10, 10 + len(values), dtype=np.int64)
+    small = _filtered_small(idx, values, value)
+    vectorised = _filtered_arrow(idx, pa.array(values, pa.string()), value)
+    assert (small is None) == (vectorised is None)
+    if small is not None and vectorised is not None:
+        assert small.tolist() == vectorised.tolist()
