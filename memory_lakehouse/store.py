@@ -442,11 +442,18 @@ class MemoryStore:
         """
         basis = self._basis(as_of, known_at, valid_at, kinds=[kind])
         rows = self.vis.rows(
-            kind, self._principal(by), basis, subject=subject, filters={"attribute": str(attribute).strip().lower()}
+            kind,
+            self._principal(by),
+            basis,
+            subject=subject,
+            filters={"attribute": str(attribute).strip().lower()},
+            columns=["_row"],
         )
         if not rows.num_rows:
             return None
-        return cast("Fact | Preference", record_from_row(kind, rows_to_pylist(rows)[0]))  # slots with an attribute
+        # the one row, sliced from the snapshot: a take copies each of ~27 columns (~0.12 ms)
+        row = self.lake.all_rows(kind).slice(rows.column("_row")[0].as_py(), 1)
+        return cast("Fact | Preference", record_from_row(kind, rows_to_pylist(row)[0]))  # slots with an attribute
 
     @_read
     def recall(
