@@ -957,7 +957,8 @@ def _delete_files(lake: Lake, kind: str, doomed: Sequence[str], empty: pa.Table)
             org = next((unquote(p[4:]) for p in Path(rel).parts if p.startswith("org=")), None)
             if "org" not in data.column_names:
                 data = data.append_column("org", pa.array([org] * data.num_rows, pa.string()))
-            names = [c for c in SPECS[kind].schema.names if c in data.column_names]
+            present = set(data.column_names)
+            names = [c for c in SPECS[kind].schema.names if c in present]
             parts.append(data.select(names))
         lake.objects.delete(key)
     if not parts:

@@ -825,9 +825,11 @@ def model_slug(model: str) -> str:
 
 
 def _dot(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
-    # einsum runs on this thread; ``rows @ q`` is an OpenBLAS gemv that wakes a second
-    # thread, and on a busy 2-core machine waiting for it cost a 4-8 ms scheduler slice.
-    scores: np.ndarray = np.einsum("ij,j->i", rows, q)
+    # ``rows @ q`` is an OpenBLAS gemv that wakes a second thread, and on a busy 2-core
+    # machine waiting for it cost a 4-8 ms scheduler slice. ``vecdot`` runs on this thread
+    # (one BLAS dot per row, never threaded at 384 dims) and reads the rows at twice
+    # einsum's speed: 0.25 against 0.48 ms over 5,000 x 384 (einsum's own loop has no SIMD).
+    scores: np.ndarray = np.vecdot(rows, q)
     return scores
 
 

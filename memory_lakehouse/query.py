@@ -478,7 +478,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             return rows.slice(0, 0).select([]) if not len(positions) else pa.table({"_row": positions}).select([])
         if columns is not None:
             wanted = [c for c in columns if c != "search_text"]
-            source = [c for c in SPECS[kind].text_parts if c in rows.column_names] if "search_text" in columns else []
+            source = list(SPECS[kind].text_columns) if "search_text" in columns else []
             rows = rows.select(list(dict.fromkeys(wanted + source)))
         rows = take_rows(rows, positions)
         if columns is not None and "search_text" in columns:

@@ -90,6 +90,13 @@ BM25_STALE_SHARE = 0.1
 INDEXED_KINDS = tuple(k for k in KINDS if k not in UNINDEXED_KINDS)
 
 
+#: One line of a hit's ``why``: a format string and its arguments. Ranking notes a few for
+#: every row of the pool (~50); only the k winners' are ever formatted.
+Reason = tuple[str, tuple[Any, ...]]
+Reasons = dict[str, list[Reason]]
+_NO_SIGNAL: list[Reason] = [("no signal; visible in scope", ())]
+
+
 @dataclass(frozen=True)
 class Hit:
     """One recalled memory, with its score and the reasons it was returned.
@@ -644,13 +651,10 @@ class Retriever:
     def _texts(self, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]) -> list[str]:
         """Search text of a few candidates, built from the snapshot on demand."""
         out: dict[str, str] = {}
-        by_kind: dict[str, list[str]] = {}
-        for rid in rids:
-            by_kind.setdefault(candidates[rid][0], []).append(rid)
-        for kind, ids in by_kind.items():
+        for kind, ids in _by_kind(rids, candidates).items():
             rows = self.lake.all_rows(kind)
             # take only what the text reads: a take over every column of a many-chunk snapshot costs ms
-            rows = rows.select(list(dict.fromkeys(c for c in SPECS[kind].text_parts if c in rows.column_names)))
+            rows = rows.select(list(SPECS[kind].text_columns))
             rows = take_rows(rows, np.array([candidates[r][1] for r in ids], np.int64))
             out.update(zip(ids, SPECS[kind].search_text(rows).to_pylist(), strict=True))
         return [out[r] for r in rids]
@@ -664,11 +668,11 @@ class Retriever:
         model's statistics, `Bm25.scores_of`); ranks merge the two lists.
         """
         fused: dict[str, float] = {}
-        why: dict[str, list[str]] = {}
+        why: Reasons = {}
         for name, items in lists.items():
             for rank, (rid, score) in enumerate(items, start=1):
                 fused[rid] = fused.get(rid, 0.0) + 1.0 / (RRF_K + rank)
-                why.setdefault(rid, []).append(f"{name} #{rank} ({score:.3f})")
+                why.setdefault(rid, []).append(("{} #{} ({:.3f})", (name, rank, score)))
         return self._top(fused, why, candidates, k)
 
     def _fuse(
@@ -686,13 +690,13 @@ class Retriever:
         A row only BM25 reached gets its exact cosine (from the partition, or embedded if
         the partition does not hold it), so both signals score every row of the pool.
         """
-        why: dict[str, list[str]] = {}
+        why: Reasons = {}
         ranks: dict[str, dict[str, int]] = {"vector": {}, "bm25": {}}
         bm25: dict[str, float] = {}
         for name, items in lists.items():
             signal = "bm25" if name.startswith("bm25") else name
             for rank, (rid, score) in enumerate(items, start=1):
-                why.setdefault(rid, []).append(f"{name} #{rank} ({score:.3f})")
+                why.setdefault(rid, []).append(("{} #{} ({:.3f})", (name, rank, score)))
                 ranks[signal].setdefault(rid, rank)
                 if signal == "bm25":
                     bm25.setdefault(rid, score)
@@ -705,7 +709,7 @@ class Retriever:
         episodes = self._episodes(org, ids, candidates, ranking.episode_rows)
         fused = fuse(ranking, ids, cosine, covered, bm25, ranks, {rid: e is not None for rid, e in episodes.items()})
         for rid in ids:
-            why[rid].append(f"cosine {cosine[rid]:.3f}, lexical coverage {covered[rid]:.2f}")
+            why[rid].append(("cosine {:.3f}, lexical coverage {:.2f}", (cosine[rid], covered[rid])))
         in_episodes = sum(e is not None for e in episodes.values())
         self.trace(
             f"fused {len(fused)} row(s): {ranking.fusion}, lexical weight {ranking.lexical_weight:g} "
@@ -716,7 +720,7 @@ class Retriever:
             fused = with_context(fused, episodes, weight=ranking.context_weight, top=ranking.context_top)
             for rid in ids:
                 if episodes[rid] is not None:
-                    why[rid].append(f"fused {own[rid]:.3f}, {fused[rid]:.3f} with its episode's evidence")
+                    why[rid].append(("fused {:.3f}, {:.3f} with its episode's evidence", (own[rid], fused[rid])))
             self.trace(
                 f"context: {len({e for e in episodes.values() if e is not None})} episode(s), "
                 f"weight {ranking.context_weight:g}, top {ranking.context_top}"
@@ -729,7 +733,7 @@ class Retriever:
             fused = dict(fused)
             for rid in dated:
                 fused[rid] += ranking.date_weight
-                why[rid].append(f"+{ranking.date_weight:g}: valid from a month the query names")
+                why[rid].append(("+{:g}: valid from a month the query names", (ranking.date_weight,)))
             self.trace(f"named months {sorted(named[0])}: {len(dated)} row(s) valid from one of them")
         if ranking.fusion == "learned" and in_episodes:
             fused = self._learned(
@@ -750,7 +754,7 @@ class Retriever:
         baseline: Mapping[str, float],
         episodes: Mapping[str, Any],
         dated: Sequence[str],
-        why: Mapping[str, list[str]],
+        why: Reasons,
     ) -> dict[str, float]:
         """Rows of episodes rescored by the learned model (`ranking.learned_features`, `learned_scores`)
         over the pool; other rows keep *baseline*. A neighbour is the row next to it in the
@@ -778,7 +782,7 @@ class Retriever:
         out = dict(baseline)
         for i, score in zip(inside, scores.tolist(), strict=True):
             out[ids[i]] = score
-            why[ids[i]].append(f"learned {score:.3f} (default {base[i]:.3f})")
+            why[ids[i]].append(("learned {:.3f} (default {:.3f})", (score, base[i])))
         self.trace(f"learned: {len(inside)} row(s) of episodes rescored over {len(ids)}")
         return out
 
@@ -796,10 +800,7 @@ class Retriever:
         columns: Callable[[str], Sequence[str]],
     ) -> Iterator[tuple[str, list[str], pa.Table]]:
         """Per kind: the pool's rows of that kind, and *columns(kind)* of each, taken from the snapshot."""
-        by_kind: dict[str, list[str]] = {}
-        for rid in rids:
-            by_kind.setdefault(candidates[rid][0], []).append(rid)
-        for kind, ids in by_kind.items():
+        for kind, ids in _by_kind(rids, candidates).items():
             positions = pa.array([candidates[r][1] for r in ids], pa.int64())
             yield kind, ids, take_rows(self.lake.all_rows(kind).select(list(columns(kind))), positions)
 
@@ -844,27 +845,23 @@ class Retriever:
     def _top(
         self,
         fused: Mapping[str, float],
-        why: Mapping[str, list[str]],
+        why: Reasons,
         candidates: Mapping[str, tuple[str, int]],
         k: int,
     ) -> list[Hit]:
         ranked = heapq.nsmallest(k, fused, key=lambda rid: (-fused[rid], rid))
         if len(ranked) < k:  # visible rows no signal reached still count: k results when k are visible
             ranked += heapq.nsmallest(k - len(ranked), (rid for rid in candidates if rid not in fused))
-        return self._hits(
-            [(rid, fused.get(rid, 0.0), why.get(rid, ["no signal; visible in scope"])) for rid in ranked], candidates
-        )
+        return self._hits([(rid, fused.get(rid, 0.0), why.get(rid, _NO_SIGNAL)) for rid in ranked], candidates)
 
     def _hits(
-        self, picked: Sequence[tuple[str, float, list[str]]], candidates: Mapping[str, tuple[str, int]]
+        self, picked: Sequence[tuple[str, float, list[Reason]]], candidates: Mapping[str, tuple[str, int]]
     ) -> list[Hit]:
         """Typed records for the winners, taken from the snapshot positions the query returned."""
-        by_kind: dict[str, list[str]] = {}
-        for rid, _, _ in picked:
-            by_kind.setdefault(candidates[rid][0], []).append(rid)
         rows: dict[str, dict[str, Any]] = {}
-        for kind, ids in by_kind.items():
+        for kind, ids in _by_kind([rid for rid, _, _ in picked], candidates).items():
             table = take_rows(self.lake.all_rows(kind), np.array([candidates[r][1] for r in ids], np.int64))
+            table = table.select(list(SPECS[kind].record_columns))
             table = table.append_column("search_text", SPECS[kind].search_text(table))
             rows.update(zip(ids, rows_to_pylist(table), strict=True))
         hits = []
@@ -872,9 +869,27 @@ class Retriever:
             row = rows[rid]
             kind = candidates[rid][0]
             hits.append(
-                Hit(record_from_row(kind, row), score, describe_why(row, "; ".join(sig)), kind, row["search_text"])
+                Hit(
+                    record_from_row(kind, row),
+                    score,
+                    describe_why(row, "; ".join(text.format(*args) for text, args in sig)),
+                    kind,
+                    row["search_text"],
+                )
             )
         return hits
+
+
+def _by_kind(rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]) -> dict[str, list[str]]:
+    """*rids* grouped by kind, each group in snapshot order.
+
+    Callers key what they take by id, so the order is theirs to choose: positions in
+    order spare `take_rows` its reordering take (a second take of every column).
+    """
+    by_kind: dict[str, list[str]] = {}
+    for rid in sorted(rids, key=lambda r: candidates[r][1]):
+        by_kind.setdefault(candidates[rid][0], []).append(rid)
+    return by_kind
 
 
 def _episode_columns(kind: str) -> list[str]:

@@ -13,7 +13,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _support import ALICE, BOB, CURATOR, MEMBER, ORG, SIBLING, STEWARD, SUPPORT, TIER1, TIER2, SimClock, day, fact
+from _support import (
+    ALICE,
+    BOB,
+    CURATOR,
+    MEMBER,
+    ORG,
+    SIBLING,
+    STEWARD,
+    SUPPORT,
+    TIER1,
+    TIER2,
+    SimClock,
+    day,
+    episode,
+    fact,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -544,3 +559,35 @@ def test_rows_to_pylist_gives_what_to_pylist_gives(values):
     fast, slow = rows_to_pylist(table), table.to_pylist()
     assert fast == slow
     assert [repr(r["at"]) for r in fast] == [repr(r["at"]) for r in slow]  # the same tzinfo too
+
+
+def test_recall_builds_each_hit_as_get_builds_that_record_for_every_kind(hstore, clock):
+    """Recall takes only `KindSpec.record_columns` of its winners: every field of every kind
+    (evidence, confidence, reason, supersedes, derived_from, known_since, ...) still comes back
+    as `get` reads it from the whole row."""
+    first = hstore.write(
+        fact("customer:k", "plan", "kiwi plan basic", day(1), evidence="https://crm.example/k"), by=STEWARD
+    )
+    clock.advance(minutes=5)
+    written = [
+        fact(
+            "customer:k",
+            "plan",
+            "kiwi plan pro",
+            day(2),
+            evidence="https://crm.example/k2",
+            confidence=0.7,
+            reason="upgrade",
+            derived_from=(first.record_id,),
+        ),
+        ml.Preference("customer:k", "contact", "kiwi prefers email", day(1), source="test@v1", confidence=0.9),
+        episode("checkout", "kiwi refund stuck", "fixed", day(1), subject="customer:k"),
+        ml.Reference("kb://kiwi", "Kiwi guide", "kiwi setup steps", day(1), source="kb@v1", subject="customer:k"),
+    ]
+    ids = [r.record_id for r in hstore.write_many(written, by=STEWARD)]
+    hits = hstore.recall("kiwi", by=STEWARD, k=20)
+    assert {h.record_id for h in hits} == set(ids)
+    assert {h.kind for h in hits} == {"fact", "preference", "episode", "reference"}
+    for hit in hits:
+        assert hit.record == hstore.get(hit.record_id, by=STEWARD)
+    assert next(h for h in hits if h.kind == "fact").record.supersedes == first.record_id
