@@ -550,7 +550,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             self.lake.refresh(tables_for([kind]))  # and the tables its new transactions wrote to
             if self._refreshed(kind):  # sightings move expiries: instants the cells do not track
                 return None
-            if not self._boundaries(kind).appends.get(org, 0):  # as `_heads_at` says: nothing visible
+            if not self._holds_rows(kind, org):
                 if self.tracers:
                     self.trace(f"visible {kind}: 0 row(s) for {principal.id}: no rows of {org}")
                 return self._nothing(kind, columns)
@@ -592,6 +592,20 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             )
         return rows
 
+    def holds_rows(self, kind: str, org: str) -> bool:
+        """Whether any append brought *org* rows of *kind*, at the snapshot a read sees now.
+
+        Without, no reader of *org* is served a row of *kind* at any basis: every rule of
+        the query matches the row's org to the reader's. Recall asks it before reading a
+        kind (most orgs hold two or three of the seven kinds it searches).
+        """
+        with self._lock:
+            self.lake.refresh(tables_for([kind]))
+            return self._holds_rows(kind, org)
+
+    def _holds_rows(self, kind: str, org: str) -> bool:
+        return bool(self._boundaries(kind).appends.get(org, 0))
+
     def _nothing(self, kind: str, columns: Sequence[str] | None) -> pa.Table:
         """An empty result of *kind* with *columns* (recall asks every kind; most orgs hold a few)."""
         key = (kind, self.lake.views[kind].epoch, None if columns is None else tuple(columns))
@@ -613,9 +627,9 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         write to the org, a cell whose own rows have no boundary between the bases is
         advanced by the appended rows (`OrgHeads.advanced`) instead of querying again.
         """
-        bounds = self._boundaries(kind)
-        if not bounds.appends.get(org, 0):
+        if not self._holds_rows(kind, org):
             return None, "no rows"
+        bounds = self._boundaries(kind)
         state = self._state(kind, org)
         k, v = _micros(basis.known_at), _micros(basis.valid_at)
         cells = self._heads.setdefault((kind, org), [])

@@ -634,13 +634,16 @@ class Retriever:
         filters: Mapping[str, Any] | None,
     ) -> Candidates:
         """Every visible candidate, as positions in each kind's snapshot (`candidates.Candidates`)."""
-        known = set().union(*(SPECS[kind].schema.names for kind in kinds))
+        known = set().union(*(SPECS[kind].schema.names for kind in kinds)) if filters else set()
         unknown = sorted(set(filters or {}) - known)
         if unknown:
             raise ValidationError(f"no kind in {list(kinds)} has column(s) {unknown} to filter on", field="filters")
         positions: dict[str, np.ndarray] = {}
+        org = principal.scope.org
         for kind in kinds:
-            names = set(SPECS[kind].schema.names)
+            if not self.vis.holds_rows(kind, org):
+                continue  # nothing of the kind can be visible (~20 µs a kind through the read)
+            names = SPECS[kind].schema.names
             kind_filters = {c: v for c, v in (filters or {}).items() if c in names}
             if filters and len(kind_filters) < len(filters):
                 continue  # a filter on a column this kind lacks excludes the kind
