@@ -24,6 +24,7 @@ and "what was true on day 10" keeps working after the day-14 update.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -38,8 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import ValidationError
-from .heads import SCOPE_LEVELS, SLOT_COLUMNS, SUBJECT_IN_SLOT, OrgHeads, scope_rule_sql
-from .lake import Lake, take_rows
+from .heads import HEAD_KEY, SCOPE_LEVELS, SLOT_COLUMNS, SUBJECT_IN_SLOT, OrgHeads, scope_rule_sql
+from .lake import SYSTEM_COLUMNS, Lake, take_rows
 from .records import SPECS, subject_key
 from .scope import Principal
 from .time import Basis, require_aware
@@ -276,6 +277,14 @@ def appended_candidates(rows: pa.Table, basis: Basis, hidden: Collection[int]) -
 
 
 _FALSE_SCALAR = pa.scalar(False, pa.bool_())
+
+
+@functools.cache
+def _advance_columns(kind: str) -> list[str]:
+    """The columns of appended rows that `appended_candidates` and `OrgHeads.advanced` read."""
+    wanted = {"lineage_id", "status", "known_since", "valid_from", "valid_to", "expires_at", "subject_key"}
+    wanted |= {*SCOPE_LEVELS, *HEAD_KEY, *SLOT_COLUMNS.get(kind, ())}
+    return [n for n in (*SPECS[kind].schema.names, *SYSTEM_COLUMNS) if n in wanted]
 
 
 def _filter_clauses(
@@ -689,11 +698,15 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             if _between(cell.known_bounds, cell.known_at, k) or _between(cell.valid_bounds, cell.valid_at, v):
                 continue
             view = self.lake.views[kind]
+            names = _advance_columns(kind)
             parts = []
             for index, first in self._boundaries(kind).chunks[org][c_appends:]:
                 chunk = view.chunks[index]
                 positions = pa.array(np.arange(first, first + chunk.num_rows, dtype=np.int64))
-                parts.append(chunk.append_column("_row", positions).filter(pc.equal(chunk.column("org"), org)))
+                # only the columns the advance reads: a filter or take costs ~15 µs a column
+                part = chunk.select(names).append_column("_row", positions)
+                ours = pc.equal(chunk.column("org"), org)
+                parts.append(part if pc.all(ours).as_py() else part.filter(ours))
             appended = pa.concat_tables(parts)
             if appended.num_rows > ADVANCE_ROWS or pc.any(pc.equal(appended.column("status"), "retracted")).as_py():
                 return None
@@ -1204,11 +1217,14 @@ _NONE = np.empty(0, dtype=np.int64)
 
 def _merged(instants: np.ndarray, more: np.ndarray) -> np.ndarray:
     """``np.union1d`` of a sorted unique array and a few more (also sorted and unique):
-    inserted where they belong rather than everything sorted again (a write adds a few)."""
-    if not len(instants):
-        return more
-    fresh = more[~np.isin(more, instants, assume_unique=True)] if len(more) else more
-    return np.insert(instants, np.searchsorted(instants, fresh), fresh) if len(fresh) else instants
+    inserted where they belong rather than everything sorted again (a write adds a few).
+    Membership by binary search: ``np.isin`` sorts both arrays (~0.2 ms for 10k instants)."""
+    if not len(instants) or not len(more):
+        return more if not len(instants) else instants
+    at = np.searchsorted(instants, more)
+    held = instants[np.minimum(at, len(instants) - 1)] == more
+    fresh = more[~held]
+    return np.insert(instants, at[~held], fresh) if len(fresh) else instants
 
 
 def _between(instants: np.ndarray, a: int, b: int) -> bool:

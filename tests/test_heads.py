@@ -288,3 +288,19 @@ def test_a_filter_over_a_few_heads_answers_as_the_vectorised_filter(values, valu
     assert (small is None) == (vectorised is None)
     if small is not None and vectorised is not None:
         assert small.tolist() == vectorised.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(1, 4)), max_size=30),
+    st.lists(st.tuples(st.integers(0, 8), st.integers(1, 4)), min_size=1, max_size=5),
+)
+def test_appended_heads_take_the_places_the_stable_sort_gives_them(old, appended):
+    """`OrgHeads.advanced` inserts a write's new heads among the sorted ones instead of sorting
+    every head again: the same permutation as ``np.lexsort((depth, lineage))``."""
+    from memory_lakehouse.heads import _with_inserted
+
+    old = sorted(old)
+    lineage = np.array([lin for lin, _ in old + appended], dtype=np.int32)
+    depth = np.array([d for _, d in old + appended], dtype=np.int8)
+    assert _with_inserted(lineage, depth, len(old)).tolist() == np.lexsort((depth, lineage)).tolist()
