@@ -328,6 +328,10 @@ class Retriever:
         state = self._state(org)
         current = self._versions()
         if state.partition is not None and state.versions == current:
+            if not state.index_cursor:  # loaded from disk at the snapshot's versions: it holds every row so far
+                state.index_cursor = {
+                    kind: (self.lake.views[kind].epoch, self.lake.all_rows(kind).num_rows) for kind in INDEXED_KINDS
+                }
             return state
         with self._lock:
             part = state.partition or Partition.create(int(self.embedder.dim))
