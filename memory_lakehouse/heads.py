@@ -274,8 +274,10 @@ class OrgHeads:
         *,
         subject_key: str | None = None,
         filters: Mapping[str, str] | None = None,
+        ordered: bool = True,
     ) -> np.ndarray | None:
-        """Indices (into these arrays) of what *scope*'s reader is served, in the query's order:
+        """Indices (into these arrays) of what *scope*'s reader is served, in the query's order
+        (in the heads' own order with ``ordered=False``: the same set, no sort):
         per slot, the deepest live head among the scopes it sees; None when a filter cannot
         be applied after the head is chosen (see `_filtered`), and the query must run.
 
@@ -291,7 +293,8 @@ class OrgHeads:
         if len(idx) > 1:  # sorted by (slot, depth): the last of each slot's run is the deepest
             lin = self.lineage[idx]
             idx = idx[np.append(lin[1:] != lin[:-1], True)]
-            idx = idx[np.argsort(self.order[idx], kind="stable")]
+            if ordered:
+                idx = idx[np.argsort(self.order[idx], kind="stable")]
         return np.asarray(idx)
 
     def _filtered(self, idx: np.ndarray, col: str, value: str) -> np.ndarray | None:

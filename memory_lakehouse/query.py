@@ -507,15 +507,18 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         include_proposals: bool = False,
         heads_only: bool = True,
         columns: Sequence[str] | None = None,
+        ordered: bool = True,
     ) -> pa.Table:
         """Rows of *kind* the principal may be served at *basis*, one per slot.
 
         ``filters`` are exact matches on columns of the kind's table and only narrow the
         result. ``include_proposals`` returns proposals instead of active memory (the
-        review queue); ``heads_only=False`` returns every live version.
+        review queue); ``heads_only=False`` returns every live version. ``ordered=False``
+        lets the rows come in any order (recall ranks them itself): the slot heads then skip
+        their sort.
         """
         if heads_only and not include_proposals and self.use_heads:
-            fast = self._from_heads(kind, principal, basis, subject, filters, columns)
+            fast = self._from_heads(kind, principal, basis, subject, filters, columns, ordered=ordered)
             if fast is not None:
                 return fast
         if subject is not None and heads_only and not include_proposals:
@@ -537,6 +540,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         subject: str | None,
         filters: Mapping[str, Any] | None,
         columns: Sequence[str] | None,
+        *,
+        ordered: bool = True,
     ) -> pa.Table | None:
         """The read served from the org's slot heads at the basis (`heads.OrgHeads`), or None.
 
@@ -569,6 +574,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 subject,
                 tuple(sorted(filters.items())),
                 None if columns is None else tuple(columns),
+                ordered,
             )
             rows = heads.memo.get(memo_key) if heads is not None else None
             if rows is None:
@@ -580,6 +586,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                         self.lake.all_rows(kind),
                         subject_key=subject_key(subject) if subject is not None else None,
                         filters=filters,
+                        ordered=ordered,
                     )
                     if idx is None:
                         return None
@@ -600,6 +607,12 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 f"picked from the org's slot heads ({source})"
             )
         return rows
+
+    @staticmethod
+    def check_filters(kind: str, filters: Mapping[str, Any] | None) -> None:
+        """Raise what a read of *kind* raises for a filter it cannot apply (a scope column, a
+        column the kind lacks, a value of the wrong type), without reading."""
+        _filter_clauses(kind, filters, {})
 
     def holds_rows(self, kind: str, org: str) -> bool:
         """Whether any append brought *org* rows of *kind*, at the snapshot a read sees now.

@@ -252,8 +252,12 @@ class Retriever:
             if start >= rows.num_rows:
                 continue  # nothing appended since (or an empty table): no rows of this kind to give
             tail = rows.slice(start) if start else rows
-            picked = tail.filter(indexable_mask(tail, org))
             names = list(columns(kind) if callable(columns) else columns)
+            # the columns asked for (and what the search text reads), then the filter: it costs per column
+            read = [n for n in names if n != "search_text"]
+            if "search_text" in names:
+                read += [c for c in SPECS[kind].text_columns if c not in read]
+            picked = tail.select(read).filter(indexable_mask(tail, org))
             if "search_text" in names:
                 picked = picked.append_column("search_text", SPECS[kind].search_text(picked))
             out.append((kind, picked.select(names)))
@@ -645,13 +649,17 @@ class Retriever:
         positions: dict[str, np.ndarray] = {}
         org = principal.scope.org
         for kind in kinds:
-            if not self.vis.holds_rows(kind, org):
-                continue  # nothing of the kind can be visible (~20 µs a kind through the read)
             names = SPECS[kind].schema.names
             kind_filters = {c: v for c, v in (filters or {}).items() if c in names}
             if filters and len(kind_filters) < len(filters):
                 continue  # a filter on a column this kind lacks excludes the kind
-            rows = self.vis.rows(kind, principal, basis, subject=subject, filters=kind_filters, columns=["_row"])
+            if not self.vis.holds_rows(kind, org):
+                if kind_filters:
+                    self.vis.check_filters(kind, kind_filters)  # refused as a read would refuse it
+                continue  # nothing of the kind can be visible (~20 µs a kind through the read)
+            rows = self.vis.rows(
+                kind, principal, basis, subject=subject, filters=kind_filters, columns=["_row"], ordered=False
+            )
             positions[kind] = rows.column("_row").to_numpy()
         return Candidates(self.lake, positions)
 
