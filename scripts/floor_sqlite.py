@@ -3,9 +3,17 @@
 What a user writes in an afternoon: one SQLite table of facts with their scope, valid and
 known times; on ingest, a newer version of a slot closes the older one's known interval
 (``superseded_at``) in the same transaction; a search selects the rows a principal may
-see at a basis in SQL (own scope and ancestors, known then, not yet superseded then,
-valid then) and scores their vectors with one numpy product. The vectors are the
-bench's (the same hashing embedder), kept per org in memory.
+see at a basis (own scope and ancestors, known then, not yet superseded then, valid
+then) and scores their vectors with one numpy product. The vectors are the bench's (the
+same hashing embedder), kept per org in memory.
+
+The search reads each org's rows once into numpy columns (team and actor as codes, the
+three instants) and answers with boolean masks. A first version asked SQLite per search;
+its ``(team IS NULL OR team = ?)`` left the index at the org, so each search scanned the
+org's 5k rows (~1-6 ms at 100k) and made the floor slower than the store, which a
+hand-written floor should not be. The dot product is the library's (`np.vecdot`, one
+thread): ``rows @ q`` wakes OpenBLAS threads, which on a busy 2-core machine cost the
+floor several ms a search, and the comparison is of the designs, not of that.
 
 It does less than the store (no ledger, no redaction, no per-slot most-specific-scope
 rule, no retraction, no audit): it is a floor, not a competitor. Lives in scripts/, not
@@ -41,6 +49,7 @@ CREATE INDEX facts_slot ON facts(org, subject, attribute, team, actor);
 """)
         self.vectors: dict[str, list[np.ndarray]] = {}
         self.matrix: dict[str, np.ndarray] = {}
+        self.columns: dict[str, dict[str, Any]] = {}  # per org, read from SQLite at its first search after ingest
 
     def ingest(self, rows: Sequence[dict[str, Any]], vectors: np.ndarray, known_at: datetime) -> None:
         """One transaction: insert the rows, close the known interval of the versions they replace."""
@@ -73,6 +82,7 @@ CREATE INDEX facts_slot ON facts(org, subject, attribute, team, actor);
                 )
                 part.append(vec.astype(np.float32))
                 self.matrix.pop(org, None)
+                self.columns.pop(org, None)
 
     def _matrix(self, org: str) -> np.ndarray:
         m = self.matrix.get(org)
@@ -80,19 +90,44 @@ CREATE INDEX facts_slot ON facts(org, subject, attribute, team, actor);
             m = self.matrix[org] = np.vstack(self.vectors[org])
         return m
 
+    def _columns(self, org: str) -> dict[str, Any]:
+        cols = self.columns.get(org)
+        if cols is None:
+            rows = self.db.execute(
+                "SELECT id, team, actor, known_since, superseded_at, valid_from, vec FROM facts WHERE org = ?", (org,)
+            ).fetchall()
+            codes: dict[str | None, int] = {None: -1}
+            never = np.iinfo(np.int64).max
+            cols = self.columns[org] = {
+                "id": np.array([r[0] for r in rows], np.int64),
+                "team": np.array([codes.setdefault(r[1], len(codes)) for r in rows], np.int64),
+                "actor": np.array([codes.setdefault(r[2], len(codes)) for r in rows], np.int64),
+                "known": np.array([r[3] for r in rows], np.int64),
+                "until": np.array([never if r[4] is None else r[4] for r in rows], np.int64),
+                "valid": np.array([r[5] for r in rows], np.int64),
+                "vec": np.array([r[6] for r in rows], np.int64),
+                "codes": codes,
+            }
+        return cols
+
     def search(self, qvec: np.ndarray, *, org: str, team: str, actor: str, at: datetime, k: int = 8) -> list[int]:
         """Ids of the k best rows the actor may see at *at* (system and world time alike)."""
         t = _us(at)
-        hits = self.db.execute(
-            "SELECT id, vec FROM facts WHERE org = ? AND (team IS NULL OR team = ?) AND (actor IS NULL OR actor = ?) "
-            "AND known_since <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND valid_from <= ?",
-            (org, team, actor, t, t, t),
-        ).fetchall()
-        if not hits:
+        c = self._columns(org)
+        if not len(c["id"]):
             return []
-        ids = np.fromiter((h[0] for h in hits), dtype=np.int64, count=len(hits))
-        pos = np.fromiter((h[1] for h in hits), dtype=np.int64, count=len(hits))
-        scores = self._matrix(org)[pos] @ qvec
+        team_code, actor_code = c["codes"].get(team, -2), c["codes"].get(actor, -2)
+        seen = (
+            ((c["team"] == -1) | (c["team"] == team_code))
+            & ((c["actor"] == -1) | (c["actor"] == actor_code))
+            & (c["known"] <= t)
+            & (c["until"] > t)
+            & (c["valid"] <= t)
+        )
+        ids, pos = c["id"][seen], c["vec"][seen]
+        if not len(ids):
+            return []
+        scores = np.vecdot(self._matrix(org)[pos], qvec)
         top = np.argsort(-scores)[:k]
         return ids[top].tolist()
 

@@ -68,3 +68,42 @@ def test_the_tenants_workload_supersedes_a_fifth_of_its_slots_and_mixes_orgs_in_
     assert len({by.id for _, by, _ in records[:BATCH]}) > 100
     levels = {s.depth for s in scopes if s.org == "org03"}
     assert levels == {1, 3, 4}
+
+
+def test_the_floor_s_search_serves_the_rows_its_sql_rule_selects():
+    """The floor answers with numpy masks over columns read from its SQLite table: at every
+    basis, for every actor, the rows its one SQL statement of the rule selects, best first."""
+    import random
+    from datetime import timedelta
+    from pathlib import Path
+
+    import numpy as np
+
+    from memory_lakehouse.bench_tenants import BATCH, T0, Workload, _actors, load_floor
+    from memory_lakehouse.embed import HashingEmbedder
+
+    module = load_floor(str(Path(__file__).resolve().parents[1] / "scripts" / "floor_sqlite.py"))
+    assert module is not None
+    floor, work, embedder, known = module.Floor(), Workload(), HashingEmbedder(dim=64), T0
+    commits = []
+    for start in range(0, 4 * BATCH, BATCH):
+        rows = [work.record(i)[2] for i in range(start, start + BATCH)]
+        known = max(known, rows[-1]["valid_from"] + timedelta(hours=1))
+        floor.ingest(rows, embedder.embed([r["text"] for r in rows]), known)
+        commits.append(known)
+    rng = random.Random(11)
+    for i, (org, team, actor) in enumerate(_actors(rng, 40)):
+        actor = f"{org}-{team}-{actor}"
+        # at a commit (a boundary of known and superseded intervals) or between
+        at = commits[i % 4] if i % 2 else known - timedelta(hours=rng.randrange(0, 80))
+        t = module._us(at)
+        selected = floor.db.execute(
+            "SELECT id, vec FROM facts WHERE org = ? AND (team IS NULL OR team = ?) AND (actor IS NULL OR actor = ?) "
+            "AND known_since <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND valid_from <= ?",
+            (org, team, actor, t, t, t),
+        ).fetchall()
+        q = np.asarray(embedder.embed([f"plan {rng.randrange(100)}"])[0], np.float32)
+        found = floor.search(q, org=org, team=team, actor=actor, at=at, k=len(selected) + 5)
+        assert sorted(found) == sorted(rid for rid, _ in selected)
+        scores = {rid: float(floor._matrix(org)[vec] @ q) for rid, vec in selected}
+        assert [round(scores[r], 5) for r in found] == sorted((round(s, 5) for s in scores.values()), reverse=True)
