@@ -286,6 +286,11 @@ class TableView:
     high_water: datetime | None = None  # the latest system time of a memory commit so far
 
     @property
+    def num_rows(self) -> int:
+        """The snapshot's rows: every appended chunk's, without slicing one."""
+        return 0 if self.rows is None else self.rows.num_rows
+
+    @property
     def chunks(self) -> AppendedChunks:
         """The tables appended since the epoch began, in order, sliced from ``rows``."""
         return AppendedChunks(self.rows, self.spans)

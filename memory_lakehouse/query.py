@@ -876,7 +876,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 narrow=narrow,
                 subject_first=subject_first,
             )
-            if any(chunk.num_rows for chunk in self.lake.views[kind].chunks):
+            if self.lake.views[kind].num_rows:
                 hits = self.execute(sql, params)
             else:  # an empty table shows nothing: no need to pay DuckDB's milliseconds (recall reads every kind)
                 hits = _NO_HITS
@@ -939,8 +939,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         """Whether rows of *kind* may have their expiry moved by sightings (preferences, once any exist)."""
         if kind not in REFRESHED_KINDS:
             return False
-        view = self.lake.views["sighting"]
-        return bool(view.chunks) and any(c.num_rows for c in view.chunks)
+        return self.lake.views["sighting"].num_rows > 0
 
     # ---------------------------------------------------------------- result cache
 

@@ -355,20 +355,8 @@ class KindSpec:
         names = set(self.schema.names)
         return tuple(dict.fromkeys(p for p in self.text_parts if p in names))
 
-    @functools.cached_property
-    def record_columns(self) -> tuple[str, ...]:
-        """The columns `record_from_row` reads (and `known_since`, joined from the log).
-
-        Reads that build records take only these: a take costs ~10 µs a column, and the
-        keys the store keeps for its own rules (subject key, content hash, generation)
-        are not part of a record.
-        """
-        return tuple(n for n in self.schema.names if n not in _STORE_ONLY_COLUMNS) + ("known_since",)
-
 
 _EMPTY = pa.scalar("", pa.string())
-#: Columns the store keeps for its own rules, never read back into a record.
-_STORE_ONLY_COLUMNS = frozenset({"subject_key", "content_hash", "generation"})
 
 
 @functools.cache

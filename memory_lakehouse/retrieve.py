@@ -876,7 +876,6 @@ class Retriever:
         rows: dict[str, dict[str, Any]] = {}
         for kind, ids in _by_kind([rid for rid, _, _ in picked], candidates).items():
             table = take_rows(self.lake.all_rows(kind), np.array([candidates[r][1] for r in ids], np.int64))
-            table = table.select(list(SPECS[kind].record_columns))
             table = table.append_column("search_text", SPECS[kind].search_text(table))
             rows.update(zip(ids, rows_to_pylist(table), strict=True))
         hits = []

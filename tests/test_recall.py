@@ -591,9 +591,9 @@ def test_rows_to_pylist_gives_what_to_pylist_gives(values):
 
 
 def test_recall_builds_each_hit_as_get_builds_that_record_for_every_kind(hstore, clock):
-    """Recall takes only `KindSpec.record_columns` of its winners: every field of every kind
-    (evidence, confidence, reason, supersedes, derived_from, known_since, ...) still comes back
-    as `get` reads it from the whole row."""
+    """Recall builds its winners from snapshot positions: every field of every kind (evidence,
+    confidence, reason, supersedes, derived_from, known_since, ...) comes back as `get`
+    reads it."""
     first = hstore.write(
         fact("customer:k", "plan", "kiwi plan basic", day(1), evidence="https://crm.example/k"), by=STEWARD
     )
