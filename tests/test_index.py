@@ -122,10 +122,13 @@ def test_the_planner_says_which_path_it_took():
     q = unit(1, seed=6)[0]
     lines: list[str] = []
     part.search(q, 5, allowed=set(rids[:20]), trace=lines.append)
-    assert lines == ["exact scan over 20 allowed"]
+    assert lines == ["exact scan over 20 allowed (1 run read in place)"]
     lines.clear()
-    part.search(q, 5, allowed=set(rids[:200]), trace=lines.append)
-    assert lines == ["hnsw ef=64, filter 200 allowed"]
+    part.search(q, 5, allowed=set(rids[:250:5]), trace=lines.append)  # 50 rows apart: gathered
+    assert lines == ["exact scan over 50 allowed"]
+    lines.clear()
+    part.search(q, 5, allowed=set(rids[:255:5]), trace=lines.append)
+    assert lines == ["hnsw ef=64, filter 51 allowed"]
     lines.clear()
     part.search(q, 5, allowed=set(rids), trace=lines.append)  # excludes nothing: no callback
     assert lines == ["hnsw ef=64, unfiltered over 400"]
@@ -363,11 +366,45 @@ def test_the_default_planner_scans_exactly_up_to_about_forty_sqrt_n(five_thousan
     part, rids, _ = five_thousand
     assert exact_scan_limit(100_000) == 12649 and exact_scan_limit(100) == 2048
     assert part.exact_limit() == exact_scan_limit(5000) == 2828
-    q = unit(1, 64, seed=4)[0]
+
+
+def test_the_planner_counts_rows_read_in_place_at_a_quarter_of_gathered_ones():
+    from memory_lakehouse.index import GATHER_COST
+
+    part, rids, _ = built(2000, seed=3, exact_threshold=100)
+    q = unit(1, seed=4)[0]
     lines: list[str] = []
-    part.search(q, 8, allowed=set(rids[:2828]), trace=lines.append)
-    part.search(q, 8, allowed=set(rids[:2829]), trace=lines.append)
-    assert lines == ["exact scan over 2828 allowed", "hnsw ef=64, filter 2829 allowed"]
+    scattered = rids[:: GATHER_COST + 1]  # no two within reach of a run: each one is gathered
+    part.search(q, 8, allowed=set(scattered[:100]), trace=lines.append)
+    part.search(q, 8, allowed=set(scattered[:101]), trace=lines.append)
+    part.search(q, 8, allowed=set(rids[: 100 * GATHER_COST]), trace=lines.append)  # one run of 400 rows
+    part.search(q, 8, allowed=set(rids[: 100 * GATHER_COST + 1]), trace=lines.append)
+    assert lines == [
+        "exact scan over 100 allowed",
+        "hnsw ef=64, filter 101 allowed",
+        "exact scan over 400 allowed (1 run read in place)",
+        "hnsw ef=64, filter 401 allowed",
+    ]
+
+
+def test_exact_scans_read_runs_in_place_and_gather_the_rest_with_the_same_scores():
+    """Runs of nearby rows (a reader's scopes, where rows lie in scope order) are read in
+    place, scattered ones gathered: every mix scores exactly as the rows taken one by one."""
+    part, rids, vecs = built(3000, seed=11)
+    rng = np.random.default_rng(12)
+    for trial in range(12):
+        keep: set[int] = set()
+        for _ in range(int(rng.integers(0, 5))):  # a few dense stretches, some with gaps
+            start = int(rng.integers(0, 2900))
+            stretch = np.arange(start, min(3000, start + int(rng.integers(10, 600))))
+            keep.update(stretch[rng.random(len(stretch)) < rng.uniform(0.3, 1.0)].tolist())
+        keep.update(rng.choice(3000, int(rng.integers(1, 200)), replace=False).tolist())  # and scattered ones
+        chosen = sorted(keep)
+        q = unit(1, seed=100 + trial)[0]
+        got = part.search(q, 10, allowed={rids[i] for i in chosen}, plan="exact")
+        want = exact_search(q, vecs[chosen], [rids[i] for i in chosen], 10)
+        assert [r for r, _ in got] == [r for r, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
 
 
 @pytest.mark.parametrize("every", [2, 3, 10, 50])  # dense masks scan all rows, sparse ones gather
