@@ -369,6 +369,32 @@ def test_partition_search_paths_agree_under_the_same_mask(hstore):
     assert {r for r, _ in exact} == {r for r, _ in walk} == set(ids[::3])
 
 
+def test_a_rebuilt_partition_lays_an_orgs_rows_out_in_scope_order_so_a_reader_reads_them_in_runs(hstore):
+    """Rows written interleaved across scopes come back from a rebuild wider scope first, each
+    scope's rows together (in the order written); a reader's rows are then runs the exact
+    scan reads in place, and a rebuild does not change what recall returns."""
+    scopes = [ORG, TIER1, ALICE, SUPPORT, BOB, TIER2] * 20
+    records = [
+        fact(f"customer:c{i}", "plan", f"plan {i} allows {i} seats", day(1), scope=scope)
+        for i, scope in enumerate(scopes)
+    ]
+    ids = [r.record_id for r in hstore.write_many(records, by=STEWARD)]
+    q = "plan allows seats"
+    before = {h.record_id: round(h.score, 5) for h in hstore.recall(q, by=MEMBER, k=30)}  # ties: order may vary
+    hstore.rebuild_index()
+    part = partition(hstore)
+    order = sorted(part.labels, key=part.labels.__getitem__)
+    path = {rid: scope.path for rid, scope in zip(ids, scopes, strict=True)}
+    wanted = [str(s.path) for s in (ORG, SUPPORT, TIER1, BOB, TIER2, ALICE)]
+    assert [str(path[rid]) for rid in order] == [p for p in wanted for _ in range(20)]
+    assert order == sorted(ids, key=lambda rid: (wanted.index(str(path[rid])), ids.index(rid)))
+    lines: list[str] = []
+    with hstore.tracer(lines.append):
+        after = {h.record_id: round(h.score, 5) for h in hstore.recall(q, by=MEMBER, k=30)}
+    assert after == before
+    assert "exact scan over 80 allowed (2 runs read in place)" in lines  # acme + support + tier2, then alice
+
+
 def test_the_tracer_shows_the_planner_decision(hstore):
     seed(hstore)
     lines: list[str] = []
