@@ -565,10 +565,17 @@ def check_kinds(kinds: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(kinds)
 
 
+@functools.lru_cache(maxsize=4096)
+def _scope(org: str, division: str | None, team: str | None, actor: str | None) -> Scope:
+    """One `Scope` per distinct scope read back (validated once): reads rebuild records of a
+    few scopes by the thousand, and a scope is immutable."""
+    return Scope(org, division, team, actor)
+
+
 def record_from_row(kind: str, row: Mapping[str, Any]) -> Envelope:
     """Rebuild a typed record from a row of its table (plus ``known_since`` if joined)."""
     spec = SPECS[kind]
-    scope = Scope(row["org"], row.get("division"), row.get("team"), row.get("actor"))
+    scope = _scope(row["org"], row.get("division"), row.get("team"), row.get("actor"))
     kw = spec.from_columns(row)
     kw.update(
         scope=scope,

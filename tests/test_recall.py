@@ -597,9 +597,10 @@ def test_recall_places_visible_rows_by_position_through_writes_compactions_purge
             st.one_of(st.none(), st.text(max_size=5)),
         ),
         max_size=6,
-    )
+    ),
+    st.integers(min_value=0, max_value=6),
 )
-def test_rows_to_pylist_gives_what_to_pylist_gives(values):
+def test_rows_to_pylist_gives_what_to_pylist_gives(values, cut):
     import pyarrow as pa
 
     from memory_lakehouse.lake import rows_to_pylist
@@ -611,6 +612,8 @@ def test_rows_to_pylist_gives_what_to_pylist_gives(values):
             "text": pa.array([t for _, t in values], pa.string()),
         }
     )
+    cut = min(cut, table.num_rows)
+    table = pa.concat_tables([table.slice(0, cut), table.slice(cut)])  # two chunks, the second at an offset
     fast, slow = rows_to_pylist(table), table.to_pylist()
     assert fast == slow
     assert [repr(r["at"]) for r in fast] == [repr(r["at"]) for r in slow]  # the same tzinfo too
