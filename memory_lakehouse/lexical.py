@@ -109,13 +109,7 @@ class Bm25:
         (`coverage`) has no such need, and with it a near-tie of cosines was decided by
         such a word (docs/performance.md, retrieval quality).
         """
-        indptr = self.model.scores["indptr"] if self.model is not None else None
-        out = []
-        for token in tokens:
-            col = self._column(token) if indptr is not None else None
-            df = int(indptr[col + 1] - indptr[col]) if indptr is not None and col is not None else 0
-            out.append(max(0.0, math.log((self.size - df + 0.5) / (df + 0.5))))
-        return out
+        return [max(0.0, math.log((self.size - df + 0.5) / (df + 0.5))) for df in map(self._document_frequency, tokens)]
 
     def coverage(self, query: str, idf_from: Bm25 | None = None) -> np.ndarray:
         """Per row, the share of the query's IDF mass its words match (`lexical_coverage`), in [0, 1].
@@ -219,7 +213,8 @@ def lexical_coverage(query: str, text: str, bm25: Bm25) -> float:
     Query words no row holds count as unmatched (as rare as can be), so a query mostly
     made of words the store never saw trusts its few matches less. Term frequency and
     length are left out: memories are short, a word rarely occurs twice in one. One
-    text's coverage is `Bm25.coverage` over that text alone, weighed by *bm25*'s IDF.
+    text's coverage is `Bm25.coverage` over that text alone, weighed by *bm25*'s IDF
+    (`Bm25.coverage_of`, which gives it without building a model of the one text).
 
     >>> corpus = Bm25(["order:NW-88213 status: delivered", "order:NW-1 status: lost", "order:NW-2 status: lost"])
     >>> lexical_coverage("order NW-88213", "order:NW-88213 status: delivered", corpus)
@@ -227,4 +222,4 @@ def lexical_coverage(query: str, text: str, bm25: Bm25) -> float:
     >>> lexical_coverage("order NW-88213", "order:NW-1 status: lost", corpus)  # "order", "nw": in every row
     0.0
     """
-    return float(Bm25([text]).coverage(query, idf_from=bm25)[0])
+    return float(bm25.coverage_of(query, [text])[0])
