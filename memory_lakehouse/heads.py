@@ -103,6 +103,7 @@ class OrgHeads:
     memo_bytes: int = 0
     _by_subject: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     _order: np.ndarray | None = field(default=None, repr=False)
+    _by_position: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, hits: pa.Table, snapshot: pa.Table, kind: str) -> OrgHeads:
@@ -254,6 +255,13 @@ class OrgHeads:
             self._order = order
         return self._order
 
+    @property
+    def by_position(self) -> np.ndarray:
+        """The heads' indices in snapshot order (their positions ascending), sorted when first asked."""
+        if self._by_position is None:
+            self._by_position = np.argsort(self.rows, kind="stable")
+        return self._by_position
+
     def _reader_mask(self, scope: Scope, idx: np.ndarray | None = None) -> np.ndarray:
         """Live heads at scopes the reader sees (its own and its ancestors'), over *idx* or all."""
         mask = self.live if idx is None else self.live[idx]
@@ -277,9 +285,14 @@ class OrgHeads:
         ordered: bool = True,
     ) -> np.ndarray | None:
         """Indices (into these arrays) of what *scope*'s reader is served, in the query's order
-        (in the heads' own order with ``ordered=False``: the same set, no sort):
+        (in snapshot order with ``ordered=False``: the same set, the positions ascending):
         per slot, the deepest live head among the scopes it sees; None when a filter cannot
         be applied after the head is chosen (see `_filtered`), and the query must run.
+
+        Snapshot order costs a pass over the heads in position order (`by_position`, sorted
+        once per cell), not a sort per read; recall wants it: its lookups of positions
+        (`candidates.OrgRows.locate`, a binary search) run ~4x faster on ascending ones (14k
+        of an org's 50k rows at 1M: 1.36 ms unsorted, 0.32 sorted).
 
         *snapshot* is the kind's Arrow snapshot the positions point into (for subject keys).
         """
@@ -295,6 +308,10 @@ class OrgHeads:
             idx = idx[np.append(lin[1:] != lin[:-1], True)]
             if ordered:
                 idx = idx[np.argsort(self.order[idx], kind="stable")]
+        if not ordered and len(idx) > 1:
+            served = np.zeros(len(self.rows), dtype=bool)
+            served[idx] = True
+            idx = self.by_position[served[self.by_position]]
         return np.asarray(idx)
 
     def _filtered(self, idx: np.ndarray, col: str, value: str) -> np.ndarray | None:

@@ -514,8 +514,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         ``filters`` are exact matches on columns of the kind's table and only narrow the
         result. ``include_proposals`` returns proposals instead of active memory (the
         review queue); ``heads_only=False`` returns every live version. ``ordered=False``
-        lets the rows come in any order (recall ranks them itself): the slot heads then skip
-        their sort.
+        lets the rows come in any order (recall ranks them itself): the slot heads then serve
+        them in snapshot order, without their sort.
         """
         if heads_only and not include_proposals and self.use_heads:
             fast = self._from_heads(kind, principal, basis, subject, filters, columns, ordered=ordered)

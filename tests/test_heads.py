@@ -63,9 +63,22 @@ def _compare(store, rng, readers, bases, *, reads=8):
             ("preference", None, None),
             ("note", None, {"key": rng.choice(["Topic", "topic", "step"])}),
         ):
-            assert _fast(store, kind, who, basis, subject, filters) == _slow(
-                store, kind, who, basis, subject, filters
-            ), (kind, who.scope, basis.describe(), subject, filters)
+            slow = _slow(store, kind, who, basis, subject, filters)
+            assert _fast(store, kind, who, basis, subject, filters) == slow, (
+                kind,
+                who.scope,
+                basis.describe(),
+                subject,
+                filters,
+            )
+            # recall's read: any order (from the heads, snapshot order), the same rows
+            unordered = store.vis.rows(
+                kind, who, basis, subject=subject, filters=filters, columns=["record_id", "_row"], ordered=False
+            )
+            assert sorted(unordered.column("record_id").to_pylist()) == slow
+            if subject is None and filters is None:  # served from the heads
+                positions = unordered.column("_row").to_numpy()
+                assert (np.diff(positions) > 0).all(), (kind, who.scope, basis.describe())
 
 
 def _random_write(store, rng, now, writers):
