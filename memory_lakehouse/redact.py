@@ -87,6 +87,10 @@ PII_KINDS: tuple[str, ...] = ("ssn", "phone_number", "email")
 #: What `Redactor()` removes: every secret kind and every PII kind.
 DEFAULT_KINDS: tuple[str, ...] = SECRET_KINDS + PII_KINDS
 
+#: From how many texts `Redactor.suspects` scans through Arrow: its RE2 scan compiles the
+#: pattern per call (~0.5 ms), and Python's scan costs ~6-13 µs a text of a memory's size.
+ARROW_SCAN_FROM = 64
+
 
 def _scoped(pattern: str) -> str:
     """Move a leading global flag like ``(?i)`` into a scoped group so patterns can be joined."""
@@ -207,14 +211,24 @@ class Redactor:
         return cleaned, tuple(dict.fromkeys(found))
 
     def suspects(self, texts: list[str]) -> set[int]:
-        """Indices of *texts* that may hold something to redact: one vectorised scan.
+        """Indices of *texts* that may hold something to redact (the quick look over each).
 
-        The batched write path runs the quick look over all of a batch's texts at once
-        (RE2 through Arrow, ~10x faster than a Python loop), then redacts only the texts
-        it flags with the full patterns.
+        The batched write path runs the quick look over all of a batch's texts at once,
+        then redacts only the texts it flags with the full patterns. From `ARROW_SCAN_FROM`
+        texts on, the look is one vectorised scan (RE2 through Arrow, ~10x faster than a
+        Python loop over thousands); below, Python's own scan of the pattern: Arrow
+        compiles the pattern on every call (~0.5 ms), which was a tenth of a single write.
         """
         if self._quick is None:
             return set(range(len(texts)))
+        if len(texts) < ARROW_SCAN_FROM:
+            search = self._quick.search
+            return {i for i, text in enumerate(texts) if search(text)}
+        return self._scan_arrow(texts)
+
+    def _scan_arrow(self, texts: list[str]) -> set[int]:
+        """`suspects` as one RE2 scan through Arrow (tests/test_redact.py compares the two)."""
+        assert self._quick is not None
         # Python's \d matches any Unicode digit; say so to RE2, whose \d is ASCII only
         flagged = pc.match_substring_regex(pa.array(texts, pa.string()), self._quick.pattern.replace(r"\d", r"\p{Nd}"))
         return set(pc.indices_nonzero(flagged).to_pylist())

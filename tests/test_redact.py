@@ -142,3 +142,15 @@ def test_the_kinds_are_configurable():
 
     with pytest.raises(ValueError, match="unknown redaction kind"):
         Redactor(kinds=["phone"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=40), st.sampled_from(list(EXAMPLES.values()) + MORE)), max_size=8))
+def test_the_arrow_scan_of_a_large_batch_flags_what_the_python_scan_flags(texts):
+    """A batch of `ARROW_SCAN_FROM` texts or more is looked at through RE2; fewer, by Python's re."""
+    from memory_lakehouse.redact import ARROW_SCAN_FROM
+
+    redactor = Redactor()
+    assert redactor._scan_arrow(texts) == redactor.suspects(texts)
+    padded = texts + ["clean text"] * ARROW_SCAN_FROM  # the same texts, past the threshold
+    assert redactor.suspects(padded) == redactor.suspects(texts)
