@@ -61,9 +61,18 @@ HEAD_KEY: tuple[str, ...] = ("valid_from", "known_since", "commit_version")
 
 
 def _key(rows: pa.Table) -> np.ndarray:
-    """The head key of each row as an (n, 3) int64 array (timestamps in µs)."""
-    cols = [pc.cast(rows.column(c), pa.int64()).to_numpy(zero_copy_only=False) for c in HEAD_KEY]
-    return np.stack(cols, axis=1).astype(np.int64) if rows.num_rows else np.empty((0, 3), np.int64)
+    """The head key of each row as an (n, 3) int64 array (timestamps in µs).
+
+    A timestamp's integers are read through a view of each chunk: a cast to int64 costs
+    ~8 µs a column (cold, ~50: a sixth of advancing the heads by one written row)."""
+    key = np.empty((rows.num_rows, len(HEAD_KEY)), dtype=np.int64)
+    if not rows.num_rows:
+        return key
+    for i, name in enumerate(HEAD_KEY):
+        column = rows.column(name)
+        chunks = [c.view(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in column.chunks]
+        key[:, i] = np.concatenate([c.to_numpy(zero_copy_only=False) for c in chunks]).astype(np.int64)
+    return key
 
 
 def scope_rule_sql(level: str, b: str) -> str:

@@ -317,3 +317,23 @@ def test_appended_heads_take_the_places_the_stable_sort_gives_them(old, appended
     lineage = np.array([lin for lin, _ in old + appended], dtype=np.int32)
     depth = np.array([d for _, d in old + appended], dtype=np.int8)
     assert _with_inserted(lineage, depth, len(old)).tolist() == np.lexsort((depth, lineage)).tolist()
+
+
+def test_a_backdated_version_written_after_the_current_one_does_not_take_its_head(tmp_path):
+    """The head of a (slot, scope) is its latest valid_from, not its latest write: heads
+    advanced by a backdated version (written later, valid from earlier) keep the current one."""
+    now = [T0 + timedelta(days=10)]
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    org = ORGS[0]
+    lead = ml.Principal(f"lead-{org}", ml.Scope(org), role="steward")
+    reader = ml.Principal("reader", ml.Scope(org), role="member")
+    current = store.write(ml.Fact("acct:1", "plan", "Team", T0 + timedelta(days=5), source="crm"), by=lead)
+    assert store.get_fact("acct:1", "plan", by=reader).value == "Team"  # builds the org's heads
+    lines: list[str] = []
+    now[0] += timedelta(minutes=5)
+    store.write(ml.Fact("acct:1", "plan", "Free", T0 + timedelta(days=2), source="crm"), by=lead)
+    basis = store._basis(None, None, None)
+    with store.tracer(lines.append):
+        fast = _fast(store, "fact", reader, basis)
+    assert any("advanced by the rows written since" in line for line in lines)
+    assert fast == _slow(store, "fact", reader, basis) == [current.record_id]
