@@ -322,6 +322,12 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     out["single_write_on_built_store"] = _stats(*samples["write"])
     out["get_fact_first_after_own_org_write"] = _stats(*samples["get"])
     out["recall_first_after_own_org_write"] = _stats(*samples["recall"])
+    # many threads writing one record at a time (an agent serving many users), with the
+    # store's group commit (`group.GroupCommit`) and without it, in the same process
+    for enabled in (True, False):
+        out[f"concurrent_writes_group_commit_{'on' if enabled else 'off'}"] = _concurrent_writes(
+            store, clock.now, enabled=enabled, threads=WRITER_THREADS, each=max(5, rounds // 8)
+        )
 
     decisions = [
         (
@@ -346,6 +352,53 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     out["delta_rss_peak_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
     store.close()
     return out
+
+
+#: Threads of the concurrent-writers figure: each writes one record at a time to an org of its own.
+WRITER_THREADS = 8
+
+
+def _concurrent_writes(store: Any, now: datetime, *, enabled: bool, threads: int, each: int) -> dict[str, Any]:
+    """*threads* threads each writing *each* records one at a time; writes/s and each write's latency."""
+    import threading
+
+    store.group_commit.enabled = enabled
+    groups, grouped = store.group_commit.groups, store.group_commit.grouped_writes
+    latencies: list[float] = []
+    lock = threading.Lock()
+    tag = "on" if enabled else "off"
+
+    def writer(t: int) -> None:
+        org = ORGS[t % len(ORGS)]
+        lead = Principal(f"lead-{org}", Scope(org), role="curator")
+        mine = []
+        for j in range(each):
+            fact = Fact(
+                f"concurrent-{tag}:{t}:{j}", "plan", f"value {j}", now, source="bench@v1", scope=Scope(org, "support")
+            )
+            started = time.perf_counter()
+            store.write(fact, by=lead)
+            mine.append((time.perf_counter() - started) * 1000)
+        with lock:
+            latencies.extend(mine)
+
+    workers = [threading.Thread(target=writer, args=(t,)) for t in range(threads)]
+    started = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    seconds = time.perf_counter() - started
+    store.group_commit.enabled = True
+    return {
+        "threads": threads,
+        "writes": threads * each,
+        "writes_per_s": round(threads * each / seconds, 1),
+        "p50_ms": round(_pct(latencies, 0.5), 3),
+        "p99_ms": round(_pct(latencies, 0.99), 3),
+        "group_commits": store.group_commit.groups - groups,
+        "grouped_writes": store.group_commit.grouped_writes - grouped,
+    }
 
 
 def run_floor(floor_module: ModuleType, records: int, *, rounds: int = 200, k: int = 8) -> dict[str, Any]:
@@ -451,6 +504,18 @@ def markdown(result: dict[str, Any]) -> str:
         ),
         ("single write p50, fresh store (ms)", lat(s, "single_write_fresh_store"), (None, None), False),
         ("single write p50 on the built store (ms)", lat(s, "single_write_on_built_store"), (None, None), False),
+        *(
+            (
+                f"{s[key]['threads']} threads writing one record at a time, group commit {tag}: {label}",
+                (s[key][field], None),
+                (None, None),
+                False,
+            )
+            for tag in ("on", "off")
+            for key in [f"concurrent_writes_group_commit_{tag}"]
+            if key in s
+            for label, field in (("writes/s", "writes_per_s"), ("write p50 (ms)", "p50_ms"))
+        ),
         ("replay, ms per decision (200 at once)", (s["replay"]["ms_per_decision"], None), (None, None), False),
         ("Δ peak RSS (MB)", (s["delta_rss_peak_mb"], None), (f.get("delta_rss_peak_mb"), None), False),
     ]

@@ -21,6 +21,7 @@ from .browse import History, Listing
 from .context import Context
 from .errors import StoreError, ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
+from .group import GroupCommit
 from .lake import Lake, rows_to_pylist
 from .limits import DEFAULT_MAX_TEXT_BYTES
 from .maintenance import Maintenance, MaintenancePolicy
@@ -172,6 +173,8 @@ class MemoryStore:
         self.writer = Writer(
             self.lake, self.vis, redactor=redactor, generations=self._generations, max_text_bytes=max_text_bytes
         )
+        #: concurrent `write` calls share commits (`group.GroupCommit`; ``.enabled = False`` turns it off)
+        self.group_commit = GroupCommit(self.writer)
         self.retriever = Retriever(self.vis, embedder, ranking=ranking)
         self._closed = False
         #: compaction, checkpoints, vacuum, status (`maintenance.Maintenance`)
@@ -269,8 +272,11 @@ class MemoryStore:
         Raises `StaleGeneration` (nothing written) for history a forget erased: a record
         about a subject forgotten at or after its ``valid_from``. Memory valid after the
         forget is accepted: a new life of the subject.
+
+        Writes from several threads at once share commits (`group.GroupCommit`): each
+        returns once its record is committed, with its own result or error.
         """
-        result = self.writer.commit_one(record, self._principal(by), scope=scope, reason=reason, generation=generation)
+        result = self.group_commit.write(record, self._principal(by), scope=scope, reason=reason, generation=generation)
         self._written()
         return result
 

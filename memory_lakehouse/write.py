@@ -515,19 +515,23 @@ class Writer:
         """`commit` of one record, which raises `StaleGeneration` where a batch would drop it."""
         result = self.commit([record], principal, **options)[0]
         if result.action == "forgotten":
-            key = subject_key(record.subject_name)
-            generation = self.generations([key]).get(key, 0)
-            raise StaleGeneration(
-                key,
-                generation,
-                generation,
-                message=(
-                    "the record's subject (or its scope's actor) was forgotten at or after the record's valid_from: "
-                    "writing it would bring erased history back, so nothing was written (memory valid after the "
-                    "forget is accepted as a new life of the subject)"
-                ),
-            )
+            raise self.stale(record)
         return result
+
+    def stale(self, record: Envelope) -> StaleGeneration:
+        """What a single write of *record* raises where a batch dropped it (action ``"forgotten"``)."""
+        key = subject_key(record.subject_name)
+        generation = self.generations([key]).get(key, 0)
+        return StaleGeneration(
+            key,
+            generation,
+            generation,
+            message=(
+                "the record's subject (or its scope's actor) was forgotten at or after the record's valid_from: "
+                "writing it would bring erased history back, so nothing was written (memory valid after the "
+                "forget is accepted as a new life of the subject)"
+            ),
+        )
 
     def commit(self, records: Sequence[Envelope], principal: Principal, **options: Any) -> BatchResult:
         """Validate, redact, reconcile and append *records* in one transaction (see `_commit`).
