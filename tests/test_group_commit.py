@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -36,7 +36,7 @@ def _held_leader(store: ml.MemoryStore) -> tuple[threading.Event, threading.Even
     return started, release
 
 
-def _concurrently(store: ml.MemoryStore, calls: list[Callable[[], Any]]) -> list[Any]:
+def _concurrently(store: ml.MemoryStore, calls: Sequence[Callable[[], Any]]) -> list[Any]:
     """Run the first call as the leader, held in its commit; queue the rest behind it; release."""
     started, release = _held_leader(store)
     out: list[Any] = [None] * len(calls)
