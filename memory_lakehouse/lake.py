@@ -15,6 +15,12 @@ Three table settings carry invariants (see ``TABLE_CONFIG``):
   carries no content, so keeping it costs no privacy);
 * no change data feed and no deletion vectors (both would copy or hide row content).
 
+On a local store an append is written into the table's log by `direct_append` (Parquet
+files and a put-if-absent commit file, as the Delta protocol spells them) rather than
+by delta-rs, whose commit grows with the table's files; delta-rs still creates the
+tables, writes their checkpoints, every rewrite, and any append `direct_append` does
+not take (an object store, an unfamiliar table).
+
 Reads go through a warm, incrementally refreshed snapshot per table (`TableView`):
 new commits are read file by file; a rewrite (purge, optimize) triggers a full reload.
 
@@ -61,6 +67,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from . import direct_append
 from .commitlog import COMMITS_TABLE, CommitRecord
 from .errors import LakehouseError, StoreError
 from .objectstore import Freshness, RemoteFiles, commit_file, parse_actions
@@ -472,6 +479,10 @@ def check_local_root(root: str, *, create: bool) -> None:
 class Lake:
     """The store's Delta tables under one root (a local path or an object-store URI)."""
 
+    #: Blind appends to a local store skip delta-rs's writer (`direct_append`); False sends every
+    #: append through delta-rs (an A/B switch for the bench and the tests).
+    direct_appends = True
+
     def __init__(
         self,
         root: str,
@@ -500,6 +511,7 @@ class Lake:
         self._checkpoints_seen: dict[str, tuple[tuple[int, int], int]] = {}  # table -> (stat, version)
         self._handle_writes: dict[str, int] = {}  # appends through each handle since it was opened
         self._own_writes: dict[str, tuple[str | None, pa.Table]] = {}  # kind -> (txn, rows) just appended
+        self._direct: dict[str, tuple[int, direct_append.TableShape]] = {}  # kind -> (last version, shape)
         #: called after each append with the bytes appended per table (the maintenance policy)
         self.after_append: list[Callable[[Mapping[str, int]], None]] = []
         #: when reads ask the log for news (per public read, or per interval: `objectstore.Freshness`)
@@ -561,18 +573,19 @@ class Lake:
             data = tables[kind]
             if data.num_rows == 0:
                 continue
-            props = CommitProperties(custom_metadata=dict(metadata))
-            handle = self._write_handle(kind)
-            try:
-                write_deltalake(handle, data, mode="append", commit_properties=props)
-            except CommitFailedError:
-                write_deltalake(
-                    self.uri(kind),
-                    data,
-                    mode="append",
-                    commit_properties=props,
-                    storage_options=self.storage_options or None,
-                )
+            if not self._append_directly(kind, data, metadata):
+                props = CommitProperties(custom_metadata=dict(metadata))
+                handle = self._write_handle(kind)
+                try:
+                    write_deltalake(handle, data, mode="append", commit_properties=props)
+                except CommitFailedError:
+                    write_deltalake(
+                        self.uri(kind),
+                        data,
+                        mode="append",
+                        commit_properties=props,
+                        storage_options=self.storage_options or None,
+                    )
             self._own_writes[kind] = (txn, data)
         try:
             self.refresh(kinds=list(tables))
@@ -584,6 +597,33 @@ class Lake:
         for hook in list(self.after_append):
             hook({k: t.nbytes for k, t in tables.items() if t.num_rows})
         return versions
+
+    def _append_directly(self, kind: str, data: pa.Table, metadata: Mapping[str, str]) -> bool:
+        """Append *data* to a local table without delta-rs (`direct_append`); False when it must be delta-rs.
+
+        The table's shape and the last version this process saw are kept per table; the
+        first append (and the one after a fallback) reads them from the write handle. Every
+        ``delta.checkpointInterval``-th version this writes gets its checkpoint from
+        delta-rs, as delta-rs's own appends do.
+        """
+        if not (self.is_local and self.direct_appends):
+            return False
+        state = self._direct.get(kind)
+        try:
+            if state is None or not data.schema.equals(state[1].schema):
+                handle = self._write_handle(kind)
+                table_schema = pa.schema(handle.schema().to_arrow())
+                shape = direct_append.table_supported(handle.protocol(), handle.metadata(), table_schema, data.schema)
+                state = (handle.version(), shape)
+            after, shape = state
+            version, _ = direct_append.append(self.uri(kind), data, shape, metadata, after=after)
+        except direct_append.DirectAppendUnsupported:
+            self._direct.pop(kind, None)
+            return False
+        self._direct[kind] = (version, shape)
+        if version % shape.checkpoint_interval == 0:
+            self._write_handle(kind).create_checkpoint()
+        return True
 
     def _write_handle(self, kind: str) -> DeltaTable:
         """The warm handle to append through, brought up to date only when it is behind.

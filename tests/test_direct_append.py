@@ -1,0 +1,226 @@
+"""Appends written straight into a local table's log (`direct_append`) are Delta as every engine
+reads it: delta-rs, polars and a reopened store get the same rows as a store whose appends went
+through delta-rs; they interleave with delta-rs's own appends without losing a commit; and a
+table they do not fully understand, or one that changed under them, is left to delta-rs."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from _support import MEMBER, SimClock, day, fact, present
+from deltalake import DeltaTable, write_deltalake
+
+import memory_lakehouse as ml
+from memory_lakehouse import direct_append
+from memory_lakehouse.errors import StoreError
+from memory_lakehouse.lake import Lake
+from memory_lakehouse.records import SPECS
+
+pl = pytest.importorskip("polars")
+
+OFF = ml.MaintenancePolicy(None, None)
+ORGS = ("acme", "b2:shop@eu", "c.org-1")  # ':' and '@' are escaped in a partition's directory name
+
+
+def curator(org: str) -> ml.Principal:
+    return ml.Principal(f"lead-{org}", ml.Scope(org), role="curator")
+
+
+def write_stories(store: ml.MemoryStore, clock: SimClock, n: int = 12) -> None:
+    """A batch over every org, single writes, and a supersession: what the direct path appends."""
+    with store.batch() as b:
+        for i in range(n):
+            org = ORGS[i % len(ORGS)]
+            b.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i), scope=ml.Scope(org)), by=curator(org))
+    for i in range(3):
+        clock.advance(minutes=1)
+        store.write(fact(f"user:{i}", "plan", f"later plan {i}", day(2, i)), by=curator(ORGS[i % len(ORGS)]))
+    store.write(fact("user:99", "plan", "ending", day(1), valid_to=day(3, 0.5)), by=curator("acme"))
+
+
+def rows_of(table: pa.Table) -> list[tuple]:
+    columns = ["record_id", "org", "subject", "value", "valid_from", "valid_to", "txn_id", "status"]
+    return sorted(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+
+
+def add_actions(log: Path) -> list[dict]:
+    return [
+        json.loads(line)["add"]
+        for commit in sorted(log.glob("*.json"))
+        for line in commit.read_text().splitlines()
+        if line.startswith('{"add"')
+    ]
+
+
+@pytest.fixture
+def direct_and_delta_rs(tmp_path, monkeypatch):
+    """The same stories written by two stores: one through the direct path, one through delta-rs."""
+    out = {}
+    for name, direct in (("direct", True), ("delta_rs", False)):
+        monkeypatch.setattr(Lake, "direct_appends", direct)
+        clock = SimClock(day(4))
+        store = ml.open(str(tmp_path / name), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+        write_stories(store, clock)
+        out[name] = store
+    monkeypatch.setattr(Lake, "direct_appends", True)
+    return out
+
+
+def test_direct_appends_read_back_the_same_through_delta_rs_polars_and_a_reopened_store(direct_and_delta_rs):
+    direct, via_delta_rs = direct_and_delta_rs["direct"], direct_and_delta_rs["delta_rs"]
+    uri = direct.lake.uri("fact")
+    served = direct.lake.all_rows("fact")
+    assert len(served) == 16
+    assert rows_of(DeltaTable(uri).to_pyarrow_dataset().to_table()) == rows_of(served)
+    assert rows_of(pl.read_delta(uri).to_arrow()) == rows_of(served)
+    reopened = ml.open(direct.lake.root, embedder=ml.HashingEmbedder(), maintenance=OFF, create=False)
+    assert rows_of(reopened.lake.all_rows("fact")) == rows_of(served)
+    for store in (direct, reopened):
+        assert present(store.get_fact("user:1", "plan", by=curator(ORGS[1]))).value == "later plan 1"
+        assert present(store.get_fact("user:4", "plan", by=curator(ORGS[1]))).value == "plan 4"
+    # the same answers, the same system time, as the store whose appends went through delta-rs
+    theirs = via_delta_rs.lake.known_rows("fact")
+    ours = direct.lake.known_rows("fact")
+    columns = ("subject", "value", "known_since")
+    assert sorted(zip(*(ours.column(c).to_pylist() for c in columns), strict=True)) == sorted(
+        zip(*(theirs.column(c).to_pylist() for c in columns), strict=True)
+    )
+
+
+def test_direct_appends_name_and_describe_their_files_as_delta_rs_does(direct_and_delta_rs):
+    """Paths (escaped partition directories), partition values and statistics match delta-rs's."""
+    logs = {name: Path(store.lake.uri("fact")) / "_delta_log" for name, store in direct_and_delta_rs.items()}
+
+    def described(log: Path) -> list[tuple]:
+        return sorted(
+            (
+                a["path"].rsplit("/", 1)[0],
+                json.dumps(a["partitionValues"]),
+                json.dumps(json.loads(a["stats"]), sort_keys=True),
+            )
+            for a in add_actions(log)
+        )
+
+    assert described(logs["direct"]) == described(logs["delta_rs"])
+    # b2:shop@eu: a directory named with ':' and '@' escaped, a path in the log escaped again
+    assert any("b2%253Ashop%2540eu" in a["path"] for a in add_actions(logs["direct"]))
+    assert (logs["direct"].parent / "org=b2%3Ashop%40eu").is_dir()
+
+
+def test_timestamp_statistics_are_truncated_to_milliseconds_as_delta_rs_writes_them(tmp_path):
+    from datetime import UTC, datetime
+
+    values = pa.array(
+        [datetime(2026, 1, 1, 1, 2, 3, 456789, tzinfo=UTC), datetime(2026, 1, 1, 1, 2, 3, 400, tzinfo=UTC)],
+        pa.timestamp("us", tz="UTC"),
+    )
+    rows = pa.table({"org": ["a", "a"], "valid_from": values, "whole": [datetime(2026, 1, 2, tzinfo=UTC)] * 2})
+    config = {"delta.dataSkippingStatsColumns": "valid_from,whole"}
+    write_deltalake(str(tmp_path / "theirs"), rows, partition_by=["org"], configuration=config)
+    write_deltalake(str(tmp_path / "ours"), rows.slice(0, 0), partition_by=["org"], configuration=config)
+    table = DeltaTable(str(tmp_path / "ours"))
+    shape = direct_append.table_supported(table.protocol(), table.metadata(), rows.schema, rows.schema)
+    direct_append.append(str(tmp_path / "ours"), rows, shape, {}, after=0)
+    stats = [json.loads(add_actions(tmp_path / n / "_delta_log")[0]["stats"]) for n in ("ours", "theirs")]
+    assert stats[0] == stats[1]
+    assert stats[0]["maxValues"]["valid_from"] == "2026-01-01T01:02:03.456Z"
+
+
+def test_direct_and_delta_rs_appends_from_two_stores_racing_lose_no_commit(tmp_path, monkeypatch):
+    path = str(tmp_path / "store")
+    ours = ml.open(path, clock=SimClock(day(1)), embedder=ml.HashingEmbedder(), maintenance=OFF)
+    theirs = ml.open(path, clock=SimClock(day(1)), embedder=ml.HashingEmbedder(), maintenance=OFF)
+    monkeypatch.setattr(theirs.lake, "direct_appends", False)
+    each = 25
+
+    def writes(store: ml.MemoryStore, name: str) -> None:
+        for i in range(each):
+            store.write(fact(f"{name}:{i}", "plan", f"{name} plan {i}", day(0, i)), by=MEMBER)
+
+    threads = [threading.Thread(target=writes, args=(s, n)) for s, n in ((ours, "ours"), (theirs, "theirs"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    table = DeltaTable(ours.lake.uri("fact"))
+    assert table.version() == 2 * each  # version 0 created the table: one commit per write, none lost
+    subjects = set(table.to_pyarrow_dataset().to_table().column("subject").to_pylist())
+    assert subjects == {f"{n}:{i}" for n in ("ours", "theirs") for i in range(each)}
+    for store in (ours, theirs):
+        assert present(store.get_fact("theirs:24", "plan", by=MEMBER)).value == "theirs plan 24"
+        assert present(store.get_fact("ours:24", "plan", by=MEMBER)).value == "ours plan 24"
+
+
+def test_every_checkpoint_interval_th_version_a_direct_append_writes_gets_a_checkpoint(tmp_path):
+    clock = SimClock(day(1))
+    store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+    for i in range(25):
+        store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)
+    log = Path(store.lake.uri("fact")) / "_delta_log"
+    assert sorted(p.name for p in log.glob("*.checkpoint.parquet")) == [
+        f"{10:020d}.checkpoint.parquet",
+        f"{20:020d}.checkpoint.parquet",
+    ]
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 20
+    assert DeltaTable(str(log.parent)).to_pyarrow_dataset().count_rows() == 25
+
+
+def test_a_table_with_a_constraint_is_appended_through_delta_rs_which_enforces_it(tmp_path):
+    store = ml.open(str(tmp_path / "store"), clock=SimClock(day(1)), embedder=ml.HashingEmbedder(), maintenance=OFF)
+    store.write(fact("user:1", "plan", "basic", day(1)), by=MEMBER)
+    DeltaTable(store.lake.uri("fact")).alter.add_constraint({"no_blocked": "subject <> 'blocked'"})
+    store.write(fact("user:2", "plan", "pro", day(1)), by=MEMBER)  # allowed: delta-rs checks it and appends
+    with pytest.raises(StoreError):
+        store.write(fact("blocked", "plan", "pro", day(1)), by=MEMBER)
+    assert present(store.get_fact("user:2", "plan", by=MEMBER)).value == "pro"
+    assert store.get_fact("blocked", "plan", by=MEMBER) is None
+
+
+def one_row(store: ml.MemoryStore) -> pa.Table:
+    return store.lake.all_rows("fact").select(SPECS["fact"].schema.names).cast(SPECS["fact"].schema).slice(0, 1)
+
+
+def test_an_append_that_loses_its_version_to_a_table_change_steps_aside_and_leaves_no_file(tmp_path):
+    store = ml.open(str(tmp_path / "store"), clock=SimClock(day(1)), embedder=ml.HashingEmbedder(), maintenance=OFF)
+    store.write(fact("user:1", "plan", "basic", day(1)), by=MEMBER)
+    uri = store.lake.uri("fact")
+    table = DeltaTable(uri)
+    seen = table.version()
+    shape = direct_append.table_supported(
+        table.protocol(), table.metadata(), pa.schema(table.schema().to_arrow()), SPECS["fact"].schema
+    )
+    files = sorted(Path(uri).rglob("*.parquet"))
+    table.alter.set_table_properties({"delta.checkpointInterval": "20"})  # a metadata commit lands first
+    with pytest.raises(direct_append.DirectAppendUnsupported):
+        direct_append.append(uri, one_row(store), shape, {}, after=seen)
+    assert sorted(Path(uri).rglob("*.parquet")) == files
+    # the store itself falls back to delta-rs for that append, then goes on directly
+    store.write(fact("user:2", "plan", "pro", day(1)), by=MEMBER)
+    store.write(fact("user:3", "plan", "pro", day(1)), by=MEMBER)
+    assert DeltaTable(uri).to_pyarrow_dataset().count_rows() == 3
+
+
+def test_an_append_never_lands_behind_a_pruned_log(tmp_path):
+    """A process whose last known version was pruned below a checkpoint must not write there."""
+    store = ml.open(str(tmp_path / "store"), clock=SimClock(day(1)), embedder=ml.HashingEmbedder(), maintenance=OFF)
+    store.write(fact("user:0", "plan", "basic", day(1)), by=MEMBER)
+    uri = store.lake.uri("fact")
+    table = DeltaTable(uri)
+    seen = table.version()
+    shape = direct_append.table_supported(
+        table.protocol(), table.metadata(), pa.schema(table.schema().to_arrow()), SPECS["fact"].schema
+    )
+    for _ in range(12):
+        write_deltalake(uri, one_row(store), mode="append")
+    table = DeltaTable(uri)
+    table.create_checkpoint()
+    log = Path(uri) / "_delta_log"
+    for v in range(seen, table.version() - 2):  # what a log cleanup deletes
+        (log / f"{v:020d}.json").unlink()
+    with pytest.raises(direct_append.DirectAppendUnsupported):
+        direct_append.append(uri, one_row(store), shape, {}, after=seen)
+    assert DeltaTable(uri).version() == table.version()
