@@ -347,6 +347,7 @@ def test_a_storage_failure_on_write_is_a_store_error_not_a_delta_error(populated
         )
 
     monkeypatch.setattr(lake, "write_deltalake", refuse)
+    monkeypatch.setattr(lake.Lake, "direct_appends", False)  # delta-rs's own error, from its writer
     before = snapshot(populated.root)
     with pytest.raises(ml.StoreError, match=r"cannot write to the store at .*: permission denied"):
         populated.write(fact("user:9", "plan", "Pro", day(1)), by=MEMBER)
@@ -360,5 +361,12 @@ def test_an_os_permission_error_on_write_is_a_store_error(populated, monkeypatch
         raise PermissionError(13, "Permission denied", "x.parquet")
 
     monkeypatch.setattr(lake, "write_deltalake", refuse)
-    with pytest.raises(ml.StoreError, match="permission denied"):
-        populated.write(fact("user:9", "plan", "Pro", day(1)), by=MEMBER)
+    monkeypatch.setattr(
+        "memory_lakehouse.direct_append.pq.write_table", refuse
+    )  # the direct path's (the default) own write
+    before = snapshot(populated.root)
+    for direct in (True, False):
+        monkeypatch.setattr(lake.Lake, "direct_appends", direct)
+        with pytest.raises(ml.StoreError, match="permission denied"):
+            populated.write(fact("user:9", "plan", "Pro", day(1)), by=MEMBER)
+        assert snapshot(populated.root) == before

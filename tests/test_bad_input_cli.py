@@ -60,7 +60,7 @@ def deny_listing(path: str) -> Callable[[pytest.MonkeyPatch, Path], None]:
 
 
 def read_only_store(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
-    """Make the store's appends fail as delta-rs fails on a read-only directory."""
+    """Make the store's appends fail as delta-rs, and the direct path, fail on a read-only directory."""
     from deltalake.exceptions import DeltaError
 
     import memory_lakehouse.lake as lake
@@ -71,7 +71,13 @@ def read_only_store(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
             "Permission denied (os error 13)"
         )
 
+    def refuse_file(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", f"{root}/store/fact/part-0.parquet")
+
     monkeypatch.setattr(lake, "write_deltalake", refuse)
+    monkeypatch.setattr(
+        "memory_lakehouse.direct_append.pq.write_table", refuse_file
+    )  # the direct path's own write (local stores)
 
 
 @dataclass(frozen=True)
