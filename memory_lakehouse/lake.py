@@ -177,6 +177,12 @@ def _parse_commit(table: str, entry: Mapping[str, Any]) -> Commit:
     )
 
 
+def _rearranges(actions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a commit only moves rows between files: file actions, every one ``dataChange: false``."""
+    files = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
+    return bool(files) and all(f is not None and f.get("dataChange") is False for f in files)
+
+
 def commit_metadata(
     *,
     txn_id: str,
@@ -760,19 +766,34 @@ class Lake:
     def _apply_commits(self, kind: str, news: list[tuple[int, list[dict[str, Any]]]]) -> bool:
         """Fast path: take in just the new commits (version, actions) and read only the files they add.
 
-        Returns False when a commit removes files or changes the table's metadata (a
-        purge or compaction): the caller then reloads the whole snapshot.
+        A commit whose every file action says ``dataChange: false`` (a compaction: Delta's
+        mark for "the same rows in other files") only renames the files the view holds:
+        the rows, their positions and everything derived from them stay (reloading the
+        100k tenants store after a compaction cost 250-330 ms, then ~20-40 ms more on the
+        first read of each org, whose heads and index partition were rebuilt).
+        Returns False when a commit removes rows or changes the table's metadata (a purge,
+        a delete): the caller then reloads the whole snapshot.
         """
         view = self.views[kind]
         commits, adds = [], []
+        moved_in: set[str] = set()
+        moved_out: set[str] = set()
         for version, actions in news:
+            rearranges = _rearranges(actions)
             for action in actions:
-                if "remove" in action or "metaData" in action:
+                if "metaData" in action or ("remove" in action and not rearranges):
                     return False
                 if "commitInfo" in action:
                     commits.append(_parse_commit(kind, {**action["commitInfo"], "version": version}))
+                elif "remove" in action:
+                    moved_out.add(unquote(action["remove"]["path"]))
+                elif "add" in action and rearranges:
+                    moved_in.add(unquote(action["add"]["path"]))
                 elif "add" in action:
                     adds.append(action["add"])
+        known = view.paths | {unquote(a["path"]) for a in adds}
+        if not moved_out <= known | moved_in:  # a file this view never took in: it cannot vouch for the rows
+            return False
         for commit in commits:
             self._record_commit(view, commit)
         schema = SPECS[kind].schema
@@ -799,6 +820,7 @@ class Lake:
             view.paths.add(path)
         if parts:
             self._append_chunk(view, pa.concat_tables(parts))
+        view.paths = (view.paths | moved_in) - moved_out
         view.version = news[-1][0]
         return True
 

@@ -11,6 +11,7 @@ import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -95,6 +96,30 @@ def test_compact_checkpoint_and_vacuum_change_no_answer_and_no_system_time(story
     after = store.maintenance.status().tables["fact"]
     assert after.oldest_readable_version > 0  # time travel before the compaction has nothing left to read
     assert after.commits_since_compaction < after.version
+
+
+def test_a_compaction_moves_files_under_a_warm_view_without_reloading_it(story):
+    """Compaction commits say dataChange: false: the view keeps its rows, positions and
+    everything derived from them (no reload, no rebuilt heads); a purge, which removes
+    rows, still reloads."""
+    store, clock = story
+    view = store.lake.views["fact"]
+    before, epoch, rows = answers(store), view.epoch, view.rows
+    compacted = store.maintenance.compact()
+    assert compacted.files_removed > compacted.files_added >= 1
+    store.lake.refresh()
+    assert view.epoch == epoch and view.rows is rows  # the same snapshot, not a reload
+    live = pa.table(DeltaTable(store.lake.uri("fact")).get_add_actions(flatten=False)).column("path")
+    assert view.paths == {unquote(p) for p in live.to_pylist()}  # the files the table holds now
+    assert answers(store) == before
+    assert answers(ml.open(store.root, clock=clock, maintenance=OFF)) == before
+
+    clock.advance(hours=1)
+    store.forget("user:42", by=STEWARD, reason="erasure request")
+    store.purge(by=STEWARD)
+    store.lake.refresh()
+    assert view.epoch > epoch  # rows left the table: the snapshot is read again
+    assert "user:42" not in view.rows.column("subject").to_pylist()
 
 
 def test_system_time_survives_the_log_deleting_its_old_commit_files(story):
