@@ -320,6 +320,24 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
         store.write(Fact(f"fresh2:{i}", "plan", f"value {i}", clock.now, source="bench@v1"), by=writer)
         clocked("recall", partial(store.recall, queries[i], by=reader, k=k))
     out["single_write_on_built_store"] = _stats(*samples["write"])
+    # A/B in the same process: the same writes with every append through delta-rs's writer
+    # (`Lake.direct_appends` off), whose commit cost grows with the table's files
+    store.lake.direct_appends = False
+    out["single_write_on_built_store_through_delta_rs"], _ = _timed(
+        lambda i: store.write(
+            Fact(
+                f"via-delta-rs:{i}",
+                "plan",
+                f"v {i}",
+                clock.now,
+                source="bench@v1",
+                scope=Scope(ORGS[i % 20], "support"),
+            ),
+            by=Principal(f"lead-{ORGS[i % 20]}", Scope(ORGS[i % 20]), role="curator"),
+        ),
+        list(range(min(rounds, 50))),
+    )
+    store.lake.direct_appends = True
     out["get_fact_first_after_own_org_write"] = _stats(*samples["get"])
     out["recall_first_after_own_org_write"] = _stats(*samples["recall"])
     # many threads writing one record at a time (an agent serving many users), with the
@@ -504,6 +522,12 @@ def markdown(result: dict[str, Any]) -> str:
         ),
         ("single write p50, fresh store (ms)", lat(s, "single_write_fresh_store"), (None, None), False),
         ("single write p50 on the built store (ms)", lat(s, "single_write_on_built_store"), (None, None), False),
+        (
+            "single write p50 on the built store, appends through delta-rs (ms)",
+            lat(s, "single_write_on_built_store_through_delta_rs"),
+            (None, None),
+            False,
+        ),
         *(
             (
                 f"{s[key]['threads']} threads writing one record at a time, group commit {tag}: {label}",
