@@ -184,17 +184,22 @@ def one_row(store: ml.MemoryStore) -> pa.Table:
     return store.lake.all_rows("fact").select(SPECS["fact"].schema.names).cast(SPECS["fact"].schema).slice(0, 1)
 
 
-def test_an_append_that_loses_its_version_to_a_table_change_steps_aside_and_leaves_no_file(tmp_path):
+def written_once(tmp_path: Path) -> tuple[ml.MemoryStore, str, int, direct_append.TableShape]:
+    """A store with one fact: its fact table's uri, version, and shape as an append sees them."""
     store = ml.open(str(tmp_path / "store"), clock=SimClock(day(1)), embedder=ml.HashingEmbedder(), maintenance=OFF)
     store.write(fact("user:1", "plan", "basic", day(1)), by=MEMBER)
     uri = store.lake.uri("fact")
     table = DeltaTable(uri)
-    seen = table.version()
     shape = direct_append.table_supported(
         table.protocol(), table.metadata(), pa.schema(table.schema().to_arrow()), SPECS["fact"].schema
     )
+    return store, uri, table.version(), shape
+
+
+def test_an_append_that_loses_its_version_to_a_table_change_steps_aside_and_leaves_no_file(tmp_path):
+    store, uri, seen, shape = written_once(tmp_path)
     files = sorted(Path(uri).rglob("*.parquet"))
-    table.alter.set_table_properties({"delta.checkpointInterval": "20"})  # a metadata commit lands first
+    DeltaTable(uri).alter.set_table_properties({"delta.checkpointInterval": "20"})  # a metadata commit lands first
     with pytest.raises(direct_append.DirectAppendUnsupported):
         direct_append.append(uri, one_row(store), shape, {}, after=seen)
     assert sorted(Path(uri).rglob("*.parquet")) == files
@@ -206,14 +211,7 @@ def test_an_append_that_loses_its_version_to_a_table_change_steps_aside_and_leav
 
 def test_an_append_never_lands_behind_a_pruned_log(tmp_path):
     """A process whose last known version was pruned below a checkpoint must not write there."""
-    store = ml.open(str(tmp_path / "store"), clock=SimClock(day(1)), embedder=ml.HashingEmbedder(), maintenance=OFF)
-    store.write(fact("user:0", "plan", "basic", day(1)), by=MEMBER)
-    uri = store.lake.uri("fact")
-    table = DeltaTable(uri)
-    seen = table.version()
-    shape = direct_append.table_supported(
-        table.protocol(), table.metadata(), pa.schema(table.schema().to_arrow()), SPECS["fact"].schema
-    )
+    store, uri, seen, shape = written_once(tmp_path)
     for _ in range(12):
         write_deltalake(uri, one_row(store), mode="append")
     table = DeltaTable(uri)
