@@ -123,6 +123,7 @@ def append(
     """
     log_dir = os.path.join(table_dir, "_delta_log")
     written: list[str] = []
+    tmp = os.path.join(log_dir, f".{uuid.uuid4()}.json.tmp")
     try:
         parts = _partitions(data, shape)
         written.extend(_file_path(table_dir, values) for values, _ in parts)
@@ -135,9 +136,8 @@ def append(
             adds = [f.result() for f in futures]
         else:
             adds = [_write_part(written[0], parts[0][1], parts[0][0], shape)]
-        now_ms = int(time.time() * 1000)
         info = {
-            "timestamp": now_ms,
+            "timestamp": int(time.time() * 1000),
             "operation": "WRITE",
             "operationParameters": {"mode": "Append", "partitionBy": json.dumps(list(shape.partition_by))},
             "isBlindAppend": True,
@@ -146,20 +146,31 @@ def append(
             "engineInfo": "memory_lakehouse direct append",
         }
         body = "\n".join(json.dumps(a, separators=(",", ":")) for a in [{"commitInfo": info}, *adds]) + "\n"
-        tmp = os.path.join(log_dir, f".{uuid.uuid4()}.json.tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(body)
-        try:
-            return _link_next(tmp, log_dir, after)
-        finally:
-            os.unlink(tmp)
+        return _link_next(tmp, log_dir, after)
     except BaseException:
-        for path in written:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        if not _linked(tmp):  # the commit did not land: its files are nobody's
+            for path in written:
+                _remove(path)
         raise
+    finally:
+        _remove(tmp)
+
+
+def _linked(tmp: str) -> bool:
+    """Whether the commit file staged at *tmp* was linked into the log (it then has two names)."""
+    try:
+        return os.stat(tmp).st_nlink > 1
+    except OSError:
+        return False
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _link_next(tmp: str, log_dir: str, after: int) -> tuple[int, list[int]]:

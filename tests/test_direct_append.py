@@ -222,3 +222,20 @@ def test_an_append_never_lands_behind_a_pruned_log(tmp_path):
     with pytest.raises(direct_append.DirectAppendUnsupported):
         direct_append.append(uri, one_row(store), shape, {}, after=seen)
     assert DeltaTable(uri).version() == table.version()
+
+
+def test_an_interruption_after_the_commit_landed_keeps_the_files_it_names(tmp_path, monkeypatch):
+    store, uri, seen, shape = written_once(tmp_path)
+    real = direct_append._link_next
+
+    def link_then_interrupt(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt  # after the commit file has its name, before the append returns
+
+    monkeypatch.setattr(direct_append, "_link_next", link_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        direct_append.append(uri, one_row(store), shape, {}, after=seen)
+    table = DeltaTable(uri)
+    assert table.version() == seen + 1
+    assert table.to_pyarrow_dataset().count_rows() == 2  # every file the landed commit names is there
+    assert not list((Path(uri) / "_delta_log").glob(".*.tmp"))
