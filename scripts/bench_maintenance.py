@@ -61,7 +61,14 @@ def set_table_properties(root: Path, properties: dict[str, str]) -> None:
         DeltaTable(str(log.parent)).alter.set_table_properties(properties)
 
 
-def run(root: Path, commits: int, policy: ml.MaintenancePolicy, marks: list[int], properties: dict[str, str]) -> dict:
+def run(
+    root: Path,
+    commits: int,
+    policy: ml.MaintenancePolicy,
+    marks: list[int],
+    properties: dict[str, str],
+    slots: int = 997,
+) -> dict:
     if properties:
         set_table_properties(root, properties)
     now = [T0]
@@ -75,7 +82,7 @@ def run(root: Path, commits: int, policy: ml.MaintenancePolicy, marks: list[int]
         before = len(store.lake.views["fact"].commits)
         who = writers[n % ORGS]
         t, c = time.perf_counter(), time.process_time()
-        store.write(ml.Fact(f"user:{n % 997}", "plan", f"plan {n % 13}", now[0], source="bench@v1"), by=who)
+        store.write(ml.Fact(f"user:{n % slots}", "plan", f"plan {n % 13}", now[0], source="bench@v1"), by=who)
         times.append((time.perf_counter() - t) * 1000)
         cpu.append((time.process_time() - c) * 1000)
         if len(store.lake.views["fact"].commits) > before + 1:  # the policy ran inside this append
@@ -116,6 +123,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--every", type=int, default=500, help="the maintained store's every_commits")
     parser.add_argument("--modes", default="plain,maintained")
     parser.add_argument(
+        "--slots",
+        type=int,
+        default=997,
+        help="how many slots the writes cycle over: the first that many appends create a slot, every later one "
+        "supersedes one (a reconcile lookup), so a smaller number makes the whole run supersessions",
+    )
+    parser.add_argument(
         "--tombstone-retention",
         default=None,
         help="set the tables' delta.deletedFileRetentionDuration (e.g. 'interval 2 minutes'): a run compresses "
@@ -141,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
         "window": WINDOW,
         "tombstone_retention": args.tombstone_retention,
         "log_retention": args.log_retention,
+        "slots": args.slots,
     }
     properties = {
         name: value
@@ -153,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes.split(","):
             started = time.perf_counter()
-            report[mode] = run(Path(tmp) / mode, args.commits, policies[mode], marks, properties)
+            report[mode] = run(Path(tmp) / mode, args.commits, policies[mode], marks, properties, args.slots)
             report[mode]["seconds"] = round(time.perf_counter() - started, 1)
             print(json.dumps({mode: report[mode]}), file=sys.stderr, flush=True)
     print(json.dumps(report, indent=2))
