@@ -254,6 +254,15 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child has none of the parent's threads: an inherited pool would queue work forever."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _escape(value: str | None) -> str:
     """A partition value as a directory name, the way delta-rs (and Hive) spell it."""
     return "__HIVE_DEFAULT_PARTITION__" if value is None else quote(value, safe="")

@@ -239,3 +239,18 @@ def test_an_interruption_after_the_commit_landed_keeps_the_files_it_names(tmp_pa
     assert table.version() == seen + 1
     assert table.to_pyarrow_dataset().count_rows() == 2  # every file the landed commit names is there
     assert not list((Path(uri) / "_delta_log").glob(".*.tmp"))
+
+
+def test_a_forked_child_encodes_files_on_threads_of_its_own():
+    import os
+
+    assert direct_append._pool().submit(lambda: 1).result(timeout=10) == 1  # the parent's threads exist
+    pid = os.fork()
+    if pid == 0:  # the child: no deltalake here (it panics after a fork), only the pool
+        try:
+            ok = direct_append._pool().submit(lambda: 1).result(timeout=10) == 1
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
