@@ -29,6 +29,7 @@ the store, interleaves it with delta-rs's own appends, and checks each refusal.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -56,7 +57,19 @@ MAX_VERSION_STEPS = 10_000
 
 
 class DirectAppendUnsupported(Exception):
-    """This append must go through delta-rs (an unfamiliar table, or one that just changed)."""
+    """This append must go through delta-rs (an unfamiliar table, or one that just changed).
+
+    *for_good*: every later append to this store would be refused too (its file system
+    cannot hard-link), so the caller stops trying.
+    """
+
+    def __init__(self, reason: str, *, for_good: bool = False) -> None:
+        super().__init__(reason)
+        self.for_good = for_good
+
+
+#: What ``link(2)`` says on a file system without hard links.
+NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
 
 
 @dataclass(frozen=True)
@@ -185,7 +198,11 @@ def _link_next(tmp: str, log_dir: str, after: int) -> tuple[int, list[int]]:
         try:
             os.link(tmp, commit_file(log_dir, version + 1))
             return version + 1, stepped
-        except FileExistsError:
+        except OSError as exc:
+            if exc.errno in NO_HARD_LINKS:
+                raise DirectAppendUnsupported("the file system cannot hard-link", for_good=True) from exc
+            if not isinstance(exc, FileExistsError):
+                raise
             version += 1
             if _changes_table(commit_file(log_dir, version)):
                 raise DirectAppendUnsupported(f"version {version} changed the table") from None

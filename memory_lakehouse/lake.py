@@ -623,8 +623,10 @@ class Lake:
                 state = (handle.version(), shape)
             after, shape = state
             version, _ = direct_append.append(self.uri(kind), data, shape, metadata, after=after)
-        except direct_append.DirectAppendUnsupported:
+        except direct_append.DirectAppendUnsupported as refused:
             self._direct.pop(kind, None)
+            if refused.for_good:
+                self.direct_appends = False
             return False
         self._direct[kind] = (version, shape)
         if version % shape.checkpoint_interval == 0:

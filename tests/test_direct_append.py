@@ -254,3 +254,22 @@ def test_a_forked_child_encodes_files_on_threads_of_its_own():
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_a_file_system_without_hard_links_sends_appends_to_delta_rs_for_good(tmp_path, monkeypatch):
+    import errno
+
+    store, uri, _, _ = written_once(tmp_path)
+    calls = []
+
+    def no_links(src, dst):
+        calls.append(dst)
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr("memory_lakehouse.direct_append.os.link", no_links)
+    for i in range(2, 5):
+        store.write(fact(f"user:{i}", "plan", "pro", day(1)), by=MEMBER)
+    assert len(calls) == 1 and store.lake.direct_appends is False  # tried once, then delta-rs only
+    assert DeltaTable(uri).to_pyarrow_dataset().count_rows() == 4
+    assert len(list(Path(uri).rglob("*.parquet"))) == 4  # the refused attempt left no file behind
+    assert present(store.get_fact("user:4", "plan", by=MEMBER)).value == "pro"
