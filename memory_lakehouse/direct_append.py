@@ -20,8 +20,8 @@ What stays with delta-rs: creating tables, every rewrite (purge, compaction), ob
 stores, and any table this module does not fully understand (`table_supported`: a
 writer feature, a constraint, an invariant, generated or identity columns, column
 mapping, another partitioning or schema). Checkpoints, which delta-rs writes after
-every ``delta.checkpointInterval``-th commit, are written here by delta-rs at the same
-versions (the caller does it: `checkpoint_due`).
+every ``delta.checkpointInterval``-th commit, are still delta-rs's: the caller asks it
+for one after each such version this module writes (`lake.Lake._append_directly`).
 
 Tests: ``tests/test_direct_append.py`` reads what this writes with delta-rs, polars and
 the store, interleaves it with delta-rs's own appends, and checks each refusal.
@@ -44,6 +44,8 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from .objectstore import commit_file
 
 #: What a table's protocol may ask of writers for this module to write to it: reader and
 #: writer versions 1 and 2 without table features. Version 2's one extra duty, column
@@ -119,36 +121,30 @@ def table_supported(protocol: object, metadata: object, schema: pa.Schema, data_
     return TableShape(partition_by, stats, max(1, interval), data_schema)
 
 
-def commit_file(log_dir: str, version: int) -> str:
-    return os.path.join(log_dir, f"{version:020d}.json")
+def append(table_dir: str, data: pa.Table, shape: TableShape, metadata: Mapping[str, str], *, after: int) -> int:
+    """Append *data* as one commit after version *after*; return its version.
 
-
-def append(
-    table_dir: str, data: pa.Table, shape: TableShape, metadata: Mapping[str, str], *, after: int
-) -> tuple[int, list[int]]:
-    """Append *data* as one commit after version *after*; return (its version, versions stepped over).
-
-    The versions stepped over are commits other writers landed since *after*; each was
-    read and found to add or remove files only. Raises `DirectAppendUnsupported` when
-    one of them changed the table's metadata or protocol, or when the log no longer
+    Commits other writers landed since *after* are stepped over once read and found to
+    add or remove files only. Raises `DirectAppendUnsupported` when one of them changed
+    the table's metadata or protocol, or when the log no longer
     holds version *after* (pruned below a checkpoint: the caller's view is too old to
     know what follows it); the data files written are deleted first.
     """
-    log_dir = os.path.join(table_dir, "_delta_log")
     written: list[str] = []
-    tmp = os.path.join(log_dir, f".{uuid.uuid4()}.json.tmp")
+    tmp = os.path.join(table_dir, "_delta_log", f".{uuid.uuid4()}.json.tmp")
     try:
         parts = _partitions(data, shape)
-        written.extend(_file_path(table_dir, values) for values, _ in parts)
+        names = [_file_name(values) for values, _ in parts]
+        written.extend(os.path.join(table_dir, *name) for name in names)
         if len(parts) > 1:  # Parquet encoding releases the GIL: a batch's ~20 org files on every core
             futures = [
-                _pool().submit(_write_part, path, part, values, shape)
-                for path, (values, part) in zip(written, parts, strict=True)
+                _pool().submit(_write_part, table_dir, name, part, values, shape)
+                for name, (values, part) in zip(names, parts, strict=True)
             ]
             wait(futures)  # all of them, so no file lands after a failure's cleanup
             adds = [f.result() for f in futures]
         else:
-            adds = [_write_part(written[0], parts[0][1], parts[0][0], shape)]
+            adds = [_write_part(table_dir, names[0], parts[0][1], parts[0][0], shape)]
         info = {
             "timestamp": int(time.time() * 1000),
             "operation": "WRITE",
@@ -161,7 +157,7 @@ def append(
         body = "\n".join(json.dumps(a, separators=(",", ":")) for a in [{"commitInfo": info}, *adds]) + "\n"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(body)
-        return _link_next(tmp, log_dir, after)
+        return _link_next(tmp, table_dir, after)
     except BaseException:
         if not _linked(tmp):  # the commit did not land: its files are nobody's
             for path in written:
@@ -186,27 +182,25 @@ def _remove(path: str) -> None:
         pass
 
 
-def _link_next(tmp: str, log_dir: str, after: int) -> tuple[int, list[int]]:
+def _link_next(tmp: str, table_dir: str, after: int) -> int:
     """Create the first free commit file after version *after* as a hard link to *tmp*."""
-    stepped: list[int] = []
     version = after
     for _ in range(MAX_VERSION_STEPS):
-        if version >= 0 and not os.path.exists(commit_file(log_dir, version)):
+        if version >= 0 and not os.path.exists(os.path.join(table_dir, commit_file(version))):
             # the log no longer holds the version this append follows (maintenance pruned it
             # below a checkpoint): what came after it is unknown here, so is the next free number
             raise DirectAppendUnsupported(f"version {version} is no longer in the log")
         try:
-            os.link(tmp, commit_file(log_dir, version + 1))
-            return version + 1, stepped
+            os.link(tmp, os.path.join(table_dir, commit_file(version + 1)))
+            return version + 1
         except OSError as exc:
             if exc.errno in NO_HARD_LINKS:
                 raise DirectAppendUnsupported("the file system cannot hard-link", for_good=True) from exc
             if not isinstance(exc, FileExistsError):
                 raise
             version += 1
-            if _changes_table(commit_file(log_dir, version)):
+            if _changes_table(os.path.join(table_dir, commit_file(version))):
                 raise DirectAppendUnsupported(f"version {version} changed the table") from None
-            stepped.append(version)
     raise DirectAppendUnsupported(f"more than {MAX_VERSION_STEPS} commits landed meanwhile")
 
 
@@ -234,21 +228,23 @@ def _partitions(data: pa.Table, shape: TableShape) -> list[tuple[dict[str, str |
     return out
 
 
-def _file_path(table_dir: str, values: Mapping[str, str | None]) -> str:
-    """A new data file's path in its partition's directory (Hive-style, as delta-rs names them)."""
-    dirs = [f"{k}={_escape(v)}" for k, v in values.items()]
-    return os.path.join(table_dir, *dirs, f"part-00000-{uuid.uuid4()}-c000.snappy.parquet")
+def _file_name(values: Mapping[str, str | None]) -> list[str]:
+    """A new data file's path in the table, a part each: its partition's directories
+    (Hive-style, escaped as delta-rs escapes them), then the file."""
+    return [*(f"{k}={_escape(v)}" for k, v in values.items()), f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"]
 
 
-def _write_part(path: str, part: pa.Table, values: Mapping[str, str | None], shape: TableShape) -> dict[str, object]:
-    """Write one partition's rows as a Parquet file at *path*; return its ``add`` action."""
+def _write_part(
+    table_dir: str, name: list[str], part: pa.Table, values: Mapping[str, str | None], shape: TableShape
+) -> dict[str, object]:
+    """Write one partition's rows as the Parquet file *name*; return its ``add`` action."""
+    path = os.path.join(table_dir, *name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     pq.write_table(part, path, compression="snappy")
     st = os.stat(path)
-    dirs = [f"{k}={_escape(v)}" for k, v in values.items()]
     return {
         "add": {
-            "path": "/".join(quote(d, safe="=") for d in [*dirs, os.path.basename(path)]),
+            "path": "/".join(quote(p, safe="=") for p in name),  # the log holds a URI: escaped once more
             "partitionValues": dict(values),
             "size": st.st_size,
             "modificationTime": int(st.st_mtime * 1000),

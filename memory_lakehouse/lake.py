@@ -622,7 +622,7 @@ class Lake:
                 shape = direct_append.table_supported(handle.protocol(), handle.metadata(), table_schema, data.schema)
                 state = (handle.version(), shape)
             after, shape = state
-            version, _ = direct_append.append(self.uri(kind), data, shape, metadata, after=after)
+            version = direct_append.append(self.uri(kind), data, shape, metadata, after=after)
         except direct_append.DirectAppendUnsupported as refused:
             self._direct.pop(kind, None)
             if refused.for_good:

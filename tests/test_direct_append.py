@@ -56,6 +56,16 @@ def add_actions(log: Path) -> list[dict]:
     ]
 
 
+def writers_of(log: Path) -> list[str]:
+    """Who wrote each store commit of a table (its ``engineInfo``), oldest first."""
+    out = []
+    for commit in sorted(log.glob("*.json")):
+        info = json.loads(commit.read_text().splitlines()[0]).get("commitInfo", {})
+        if "memlake.txn_id" in info:
+            out.append("direct" if info.get("engineInfo") == "memory_lakehouse direct append" else "delta-rs")
+    return out
+
+
 @pytest.fixture
 def direct_and_delta_rs(tmp_path, monkeypatch):
     """The same stories written by two stores: one through the direct path, one through delta-rs."""
@@ -73,6 +83,9 @@ def direct_and_delta_rs(tmp_path, monkeypatch):
 def test_direct_appends_read_back_the_same_through_delta_rs_polars_and_a_reopened_store(direct_and_delta_rs):
     direct, via_delta_rs = direct_and_delta_rs["direct"], direct_and_delta_rs["delta_rs"]
     uri = direct.lake.uri("fact")
+    # each store's appends took the path it was set to: the batch and the four single writes
+    assert writers_of(Path(uri) / "_delta_log") == ["direct"] * 5
+    assert writers_of(Path(via_delta_rs.lake.uri("fact")) / "_delta_log") == ["delta-rs"] * 5
     served = direct.lake.all_rows("fact")
     assert len(served) == 16
     assert rows_of(DeltaTable(uri).to_pyarrow_dataset().to_table()) == rows_of(served)
@@ -148,6 +161,7 @@ def test_direct_and_delta_rs_appends_from_two_stores_racing_lose_no_commit(tmp_p
         t.join()
     table = DeltaTable(ours.lake.uri("fact"))
     assert table.version() == 2 * each  # version 0 created the table: one commit per write, none lost
+    assert sorted(writers_of(Path(ours.lake.uri("fact")) / "_delta_log")) == ["delta-rs"] * each + ["direct"] * each
     subjects = set(table.to_pyarrow_dataset().to_table().column("subject").to_pylist())
     assert subjects == {f"{n}:{i}" for n in ("ours", "theirs") for i in range(each)}
     for store in (ours, theirs):
@@ -161,6 +175,7 @@ def test_every_checkpoint_interval_th_version_a_direct_append_writes_gets_a_chec
     for i in range(25):
         store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)
     log = Path(store.lake.uri("fact")) / "_delta_log"
+    assert writers_of(log) == ["direct"] * 25
     assert sorted(p.name for p in log.glob("*.checkpoint.parquet")) == [
         f"{10:020d}.checkpoint.parquet",
         f"{20:020d}.checkpoint.parquet",
