@@ -53,6 +53,13 @@ from .objectstore import commit_file
 MAX_WRITER_VERSION = 2
 MAX_READER_VERSION = 1
 
+#: The most partitions (files) an append may touch and still be written here. Encoding a
+#: file costs more here than in delta-rs's writer, and delta-rs's commit costs more: with
+#: both stores written alike in one process (batches of 50 rows per org, the tenants
+#: workload), a batch over 1 / 4 / 8 / 12 / 16 / 20 orgs took 10.1 / 32.0 / 41.1 / 68.3 /
+#: 71.6 / 96.4 ms here and 18.4 / 36.4 / 47.5 / 69.1 / 66.7 / 85.8 ms through delta-rs.
+MAX_PARTITIONS = 12
+
 #: How many versions ahead of the last one it knows an append looks for a free version
 #: before it gives up (each step is one commit another writer landed meanwhile).
 MAX_VERSION_STEPS = 10_000
@@ -119,6 +126,12 @@ def table_supported(protocol: object, metadata: object, schema: pa.Schema, data_
     except ValueError:
         raise DirectAppendUnsupported("an unreadable checkpoint interval") from None
     return TableShape(partition_by, stats, max(1, interval), data_schema)
+
+
+def faster_here(data: pa.Table, shape: TableShape) -> bool:
+    """Whether *data* touches few enough partitions for this module to be the faster writer."""
+    keys = list(shape.partition_by)
+    return not keys or data.select(keys).group_by(keys, use_threads=False).aggregate([]).num_rows <= MAX_PARTITIONS
 
 
 def append(table_dir: str, data: pa.Table, shape: TableShape, metadata: Mapping[str, str], *, after: int) -> int:
@@ -214,17 +227,16 @@ def _partitions(data: pa.Table, shape: TableShape) -> list[tuple[dict[str, str |
     """The rows of each partition, without the partition columns (the directory names them)."""
     if not shape.partition_by:
         return [({}, data)]
-    keys = shape.partition_by
+    keys = list(shape.partition_by)
     ordered = data.sort_by([(k, "ascending") for k in keys]) if data.num_rows > 1 else data
-    columns = [ordered.column(k).to_pylist() for k in keys]
+    # a run per partition in the sorted rows: one (values, count) per distinct key, in sorted order
+    runs = ordered.select(keys).group_by(keys, use_threads=False).aggregate([([], "count_all")])
     out: list[tuple[dict[str, str | None], pa.Table]] = []
     start = 0
-    rows = ordered.num_rows
-    for i in range(1, rows + 1):
-        if i == rows or any(col[i] != col[start] for col in columns):
-            values = {k: col[start] for k, col in zip(keys, columns, strict=True)}
-            out.append((values, ordered.slice(start, i - start).drop_columns(list(keys))))
-            start = i
+    for run in runs.to_pylist():
+        count = run.pop("count_all")
+        out.append((run, ordered.slice(start, count).drop_columns(keys)))
+        start += count
     return out
 
 

@@ -605,7 +605,8 @@ class Lake:
         return versions
 
     def _append_directly(self, kind: str, data: pa.Table, metadata: Mapping[str, str]) -> bool:
-        """Append *data* to a local table without delta-rs (`direct_append`); False when it must be delta-rs.
+        """Append *data* to a local table without delta-rs (`direct_append`); False when delta-rs must,
+        or is the faster writer (an append over more than `direct_append.MAX_PARTITIONS` orgs).
 
         The table's shape and the last version this process saw are kept per table; the
         first append (and the one after a fallback) reads them from the write handle. Every
@@ -622,6 +623,9 @@ class Lake:
                 shape = direct_append.table_supported(handle.protocol(), handle.metadata(), table_schema, data.schema)
                 state = (handle.version(), shape)
             after, shape = state
+            if not direct_append.faster_here(data, shape):  # a batch over many orgs: delta-rs writes it faster
+                self._direct[kind] = state
+                return False
             version = direct_append.append(self.uri(kind), data, shape, metadata, after=after)
         except direct_append.DirectAppendUnsupported as refused:
             self._direct.pop(kind, None)

@@ -288,3 +288,14 @@ def test_a_file_system_without_hard_links_sends_appends_to_delta_rs_for_good(tmp
     assert DeltaTable(uri).to_pyarrow_dataset().count_rows() == 4
     assert len(list(Path(uri).rglob("*.parquet"))) == 4  # the refused attempt left no file behind
     assert present(store.get_fact("user:4", "plan", by=MEMBER)).value == "pro"
+
+
+def test_a_batch_over_more_orgs_than_direct_appends_take_goes_through_delta_rs(tmp_path):
+    store = ml.open(str(tmp_path / "store"), clock=SimClock(day(4)), embedder=ml.HashingEmbedder(), maintenance=OFF)
+    for orgs in (direct_append.MAX_PARTITIONS + 1, direct_append.MAX_PARTITIONS):
+        with store.batch() as b:
+            for o in range(orgs):
+                org = f"org{orgs}-{o}"
+                b.write(fact(f"user:{o}", "plan", "pro", day(1), scope=ml.Scope(org)), by=curator(org))
+    assert writers_of(Path(store.lake.uri("fact")) / "_delta_log") == ["delta-rs", "direct"]
+    assert DeltaTable(store.lake.uri("fact")).to_pyarrow_dataset().count_rows() == 2 * direct_append.MAX_PARTITIONS + 1
