@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-from .objectstore import read_table_rows
+from .objectstore import open_delta_table, read_table_rows
 from .records import TS
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class CommitRecord:
         """The table, or None while nothing was ever recorded (reading never creates it)."""
         if self._dt is None:
             try:
-                self._dt = DeltaTable(self.uri, storage_options=self.storage_options)
+                self._dt = open_delta_table(self.uri, storage_options=self.storage_options)
             except TableNotFoundError:
                 if not create:
                     return None
@@ -110,7 +110,7 @@ class CommitRecord:
             try:
                 dt.update_incremental()
             except Exception:  # a stale handle after a rewrite elsewhere: reopen
-                dt = self._dt = DeltaTable(self.uri, storage_options=self.storage_options)
+                dt = self._dt = open_delta_table(self.uri, storage_options=self.storage_options)
             if self._rows is None or dt.version() != self._version:
                 raw = read_table_rows(dt, self.uri, self.storage_options, COMMITS_SCHEMA)
                 self._rows = _unique(raw.sort_by([("table", "ascending"), ("version", "ascending")]))

@@ -37,7 +37,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from .errors import ValidationError
 from .lake import storage_errors, take_rows
-from .objectstore import Freshness, RemoteFiles, commit_file, read_table_rows
+from .objectstore import Freshness, RemoteFiles, commit_file, open_delta_table, read_table_rows
 from .progress import Progress
 from .query import Forgotten, Visibility
 from .records import TS
@@ -138,7 +138,7 @@ class Ledger:
         self._lock = threading.RLock()
         try:
             with storage_errors(f"open the deletion ledger at {uri}"):
-                self._dt = DeltaTable(uri, storage_options=self.storage_options)
+                self._dt = open_delta_table(uri, storage_options=self.storage_options)
         except TableNotFoundError:
             with storage_errors(f"create the deletion ledger at {uri}"):
                 self._dt = DeltaTable.create(
@@ -174,7 +174,7 @@ class Ledger:
         try:
             self._dt.update_incremental()
         except Exception:
-            self._dt = DeltaTable(self.uri, storage_options=self.storage_options)
+            self._dt = open_delta_table(self.uri, storage_options=self.storage_options)
         if self._dt.version() == self._version:
             return False
         rows = read_table_rows(self._dt, self.uri, self.storage_options, self._stored_schema())
@@ -772,7 +772,7 @@ def run_purge(
                 records=t.num_rows,
             )
             with lake.maintenance_lock(kind):
-                dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
+                dt = open_delta_table(lake.uri(kind), storage_options=lake.storage_options)
                 metrics = dt.delete(
                     predicate=f"record_id IN ({quoted})", commit_properties=CommitProperties(custom_metadata=meta)
                 )
@@ -914,11 +914,15 @@ def _delete_removed_files(lake: Lake, kind: str) -> pa.Table:
             "org": pa.array([], pa.string()),
         }
     )
-    unreferenced = lake.unreferenced_files(kind)
-    doomed = list(dict.fromkeys(unreferenced.named + unreferenced.expired))
-    if not doomed:
-        return empty
+    # Under the lock that checkpoints take too: a checkpoint that prunes the log between reading
+    # the tombstones and reading the rewrite commits would hide the files those commits removed
+    # (a store's background maintenance, or another process's, may checkpoint at any time).
     with lake.maintenance_lock(kind):
+        lake.refresh(kinds=[kind])
+        unreferenced = lake.unreferenced_files(kind)
+        doomed = list(dict.fromkeys(unreferenced.named + unreferenced.expired))
+        if not doomed:
+            return empty
         return _delete_files(lake, kind, doomed, empty)
 
 

@@ -46,6 +46,7 @@ delta-rs storage options). What differs on an object store:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -70,9 +71,11 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from . import direct_append
 from .commitlog import COMMITS_TABLE, CommitRecord
 from .errors import LakehouseError, StoreError
-from .objectstore import Freshness, RemoteFiles, commit_file, parse_actions
+from .objectstore import Freshness, RemoteFiles, commit_file, log_moved, open_delta_table, parse_actions
 from .records import SPECS, STATS_COLUMNS, TS, subject_key
 from .time import StoreClock
+
+log = logging.getLogger(__name__)
 
 META_PREFIX = "memlake."
 LOG_RETENTION = "interval 36500 days"
@@ -537,7 +540,7 @@ class Lake:
         for kind, spec in SPECS.items():
             try:
                 with storage_errors(f"open the store at {self.root}"):
-                    self._handles[kind] = DeltaTable(self.uri(kind), storage_options=self.storage_options or None)
+                    self._handles[kind] = open_delta_table(self.uri(kind), storage_options=self.storage_options)
             except TableNotFoundError:
                 if self.is_local and (Path(self.uri(kind)) / "_delta_log").is_dir():
                     raise StoreError(
@@ -634,8 +637,25 @@ class Lake:
             return False
         self._direct[kind] = (version, shape)
         if version % shape.checkpoint_interval == 0:
-            self._write_handle(kind).create_checkpoint()
+            self._checkpoint_after_append(kind)
         return True
+
+    def _checkpoint_after_append(self, kind: str) -> None:
+        """The checkpoint delta-rs writes after every ``delta.checkpointInterval``-th commit, for a
+        commit `direct_append` wrote. The commit has landed whatever happens here, so a failure
+        must not fail the write: a checkpoint is only a shortcut for readers, and the next
+        interval (or maintenance) writes one. A log pruned under the handle (maintenance
+        deleted the checkpoint it started from) gets one retry from a reopened handle."""
+        for attempt in range(2):
+            try:
+                self._write_handle(kind).create_checkpoint()
+                return
+            except Exception as exc:
+                if attempt == 0 and log_moved(exc):
+                    self._writers.pop(kind, None)
+                    continue
+                log.warning("memlake: no checkpoint after the append to %s (%s); the next one writes it", kind, exc)
+                return
 
     def _write_handle(self, kind: str) -> DeltaTable:
         """The warm handle to append through, brought up to date only when it is behind.
@@ -655,11 +675,16 @@ class Lake:
         self._handle_writes[kind] = self._handle_writes.get(kind, 0) + 1
         if handle is None or self._handle_writes[kind] >= HANDLE_MAX_COMMITS:
             self._handle_writes[kind] = 0
-            handle = self._writers[kind] = DeltaTable(self.uri(kind), storage_options=self.storage_options or None)
+            handle = self._writers[kind] = open_delta_table(self.uri(kind), storage_options=self.storage_options)
             return handle
         hint = self._latest_version_hint(kind)
         if hint is None or hint != handle.version():
-            handle.update_incremental()
+            try:
+                handle.update_incremental()
+            except Exception as exc:  # the commits it had to read next were pruned: start from the checkpoint
+                if not log_moved(exc):
+                    raise
+                handle = self._writers[kind] = open_delta_table(self.uri(kind), storage_options=self.storage_options)
         return handle
 
     # ------------------------------------------------------------------ reads
@@ -869,7 +894,7 @@ class Lake:
         try:
             dt.update_incremental()
         except Exception:  # a handle can go stale after rewrites elsewhere: reopen it
-            dt = self._handles[kind] = DeltaTable(self.uri(kind), storage_options=self.storage_options or None)
+            dt = self._handles[kind] = open_delta_table(self.uri(kind), storage_options=self.storage_options)
         version = dt.version()
         if version == view.version:
             return False
@@ -1043,7 +1068,7 @@ class Lake:
 
     def load_as_version(self, table: str, version: int) -> pa.Table:
         """Rows of *table* exactly as Delta time travel gives them at *version*."""
-        dt = DeltaTable(self.uri(table), version=version, storage_options=self.storage_options or None)
+        dt = open_delta_table(self.uri(table), version=version, storage_options=self.storage_options)
         schema = SPECS[table].schema
         if not self.is_local:
             return self.objects.remote.read_delta_table(dt, table, schema)

@@ -48,6 +48,7 @@ from deltalake.exceptions import CommitFailedError
 from .commitlog import COMMITS_TABLE
 from .errors import ConflictError, ValidationError
 from .lake import REWRITE_OPERATIONS, Lake, commit_metadata, new_txn_id
+from .objectstore import open_delta_table
 from .records import SPECS, check_kinds
 
 if TYPE_CHECKING:
@@ -345,7 +346,7 @@ class Maintenance:
 
                 def compact(kind: str = kind, org: str = org, meta: dict[str, str] = meta) -> dict[str, Any]:
                     # a fresh handle on each try: a stale one fails its commit again
-                    return DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None).optimize.compact(
+                    return open_delta_table(lake.uri(kind), storage_options=lake.storage_options).optimize.compact(
                         partition_filters=[("org", "=", org)],
                         target_size=target,
                         commit_properties=CommitProperties(custom_metadata=meta),
@@ -394,7 +395,7 @@ class Maintenance:
                 continue
             before = len(lake.objects.list(f"{kind}/_delta_log"))
             with lake.maintenance_lock(kind):
-                dt = DeltaTable(lake.uri(kind), version=version, storage_options=lake.storage_options or None)
+                dt = open_delta_table(lake.uri(kind), version=version, storage_options=lake.storage_options)
                 dt.create_checkpoint()
                 if cleanup:
                     dt.cleanup_metadata()
@@ -455,7 +456,7 @@ class Maintenance:
             present = lake.objects.list(kind)
             meta = self._meta("vacuum", f"delete files removed more than {retain} ago")
             with lake.maintenance_lock(kind):
-                dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
+                dt = open_delta_table(lake.uri(kind), storage_options=lake.storage_options)
 
                 def vacuum(dt: DeltaTable = dt, meta: dict[str, str] = meta) -> list[str]:
                     return dt.vacuum(
@@ -537,7 +538,7 @@ class Maintenance:
 
 def _add_actions(lake: Lake, kind: str) -> pa.Table:
     """The current snapshot's files of *kind*: path, size_bytes, partition.org (flattened)."""
-    dt = DeltaTable(lake.uri(kind), storage_options=lake.storage_options or None)
+    dt = open_delta_table(lake.uri(kind), storage_options=lake.storage_options)
     return pa.table(dt.get_add_actions(flatten=True))
 
 

@@ -26,17 +26,57 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
 
 def commit_file(version: int) -> str:
     """The log file of one commit, relative to the table root."""
     return f"_delta_log/{version:020d}.json"
+
+
+#: How often `open_delta_table` tries again when the log moved while it was being read.
+OPEN_ATTEMPTS = 5
+
+
+def open_delta_table(
+    uri: str, *, storage_options: Mapping[str, str] | None = None, version: int | None = None
+) -> DeltaTable:
+    """``DeltaTable(uri, ...)``, tried again when a file the log named went while it was read.
+
+    Loading a table reads ``_last_checkpoint``, lists the log, then reads the checkpoint
+    and the commits after it. Maintenance (this process's background run of the policy,
+    or another process's) may write a newer checkpoint and prune the older one and the
+    commit files below it in between (`maintenance.Maintenance._prune_log`); delta-rs
+    then fails with "... not found". A second look finds the newer checkpoint. A table
+    that does not exist (`TableNotFoundError`) is not tried again.
+    """
+    from deltalake import DeltaTable  # looked up at call time: a test stands in for it
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            return DeltaTable(uri, version=version, storage_options=dict(storage_options) if storage_options else None)
+        except TableNotFoundError:
+            raise
+        except (DeltaError, FileNotFoundError) as exc:
+            if attempt == OPEN_ATTEMPTS - 1 or not log_moved(exc):
+                raise
+            time.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def log_moved(exc: BaseException) -> bool:
+    """Whether delta-rs failed because a log or data file it had been told of is gone (a
+    concurrent prune or vacuum), rather than for a reason a second try cannot change."""
+    return isinstance(exc, FileNotFoundError) or "not found" in str(exc).lower()
 
 
 def parse_actions(text: str) -> list[dict[str, Any]]:

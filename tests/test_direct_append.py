@@ -299,3 +299,100 @@ def test_a_batch_over_more_orgs_than_direct_appends_take_goes_through_delta_rs(t
                 b.write(fact(f"user:{o}", "plan", "pro", day(1), scope=ml.Scope(org)), by=curator(org))
     assert writers_of(Path(store.lake.uri("fact")) / "_delta_log") == ["delta-rs", "direct"]
     assert DeltaTable(store.lake.uri("fact")).to_pyarrow_dataset().count_rows() == 2 * direct_append.MAX_PARTITIONS + 1
+
+
+def checkpoint_failing(store: ml.MemoryStore, message: str, times: int) -> list[int]:
+    """Make the write handle's ``create_checkpoint`` raise delta-rs's error *times* times."""
+    from deltalake.exceptions import DeltaError
+
+    calls: list[int] = []
+    handle_of = store.lake._write_handle
+
+    def write_handle(kind: str):
+        handle = handle_of(kind)
+        real = handle.create_checkpoint
+
+        def create_checkpoint() -> None:
+            calls.append(1)
+            if len(calls) <= times:
+                raise DeltaError(message)
+            real()
+
+        handle.create_checkpoint = create_checkpoint  # type: ignore[method-assign]
+        return handle
+
+    store.lake._write_handle = write_handle  # type: ignore[method-assign]
+    return calls
+
+
+def test_a_checkpoint_pruned_under_the_write_handle_is_written_again_from_a_reopened_one(tmp_path):
+    clock = SimClock(day(1))
+    store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+    calls = checkpoint_failing(store, "Object at location 00000000000000000000.checkpoint.parquet not found", 1)
+    for i in range(10):
+        store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)
+    log = Path(store.lake.uri("fact")) / "_delta_log"
+    assert len(calls) == 2 and (log / f"{10:020d}.checkpoint.parquet").exists()
+
+
+def test_a_checkpoint_that_fails_after_the_commit_landed_does_not_fail_the_write(tmp_path, caplog):
+    clock = SimClock(day(1))
+    store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+    calls = checkpoint_failing(store, "Generic error: disk full", 10**6)
+    for i in range(10):
+        store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)  # the tenth checkpoints
+    assert calls and "no checkpoint after the append to fact" in caplog.text
+    assert present(store.get_fact("user:0", "plan", by=MEMBER)).value == "plan 0"
+    log = Path(store.lake.uri("fact")) / "_delta_log"
+    assert writers_of(log) == ["direct"] * 10 and not list(log.glob("*.checkpoint.parquet"))
+
+
+def test_opening_a_table_tries_again_when_a_prune_took_the_checkpoint_it_was_told_of(tmp_path, monkeypatch):
+    import deltalake
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    from memory_lakehouse.objectstore import open_delta_table
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"a": [1]}))
+    real, calls = deltalake.DeltaTable, []
+
+    def flaky(errors):
+        def open_(*args, **kwargs):
+            calls.append(1)
+            if len(calls) <= len(errors):
+                raise errors[len(calls) - 1]
+            return real(*args, **kwargs)
+
+        return open_
+
+    pruned = DeltaError("Object at location _delta_log/00000000000000000040.checkpoint.parquet not found")
+    monkeypatch.setattr(deltalake, "DeltaTable", flaky([pruned, pruned]))
+    assert open_delta_table(uri).version() == 0 and len(calls) == 3
+    for error in (TableNotFoundError("no log files"), DeltaError("Generic error: permission denied")):
+        calls.clear()
+        monkeypatch.setattr(deltalake, "DeltaTable", flaky([error]))
+        with pytest.raises(type(error)):
+            open_delta_table(uri)
+        assert len(calls) == 1  # a reason a second look cannot change
+
+
+def test_a_write_handle_whose_next_commits_were_pruned_is_opened_again(tmp_path):
+    from deltalake.exceptions import DeltaError
+
+    clock = SimClock(day(1))
+    root = str(tmp_path / "store")
+    store = ml.open(root, clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+    store.lake.direct_appends = False  # every append through the write handle
+    store.write(fact("user:1", "plan", "one", day(1)), by=MEMBER)
+    other = ml.open(root, clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+    other.write(fact("user:2", "plan", "two", day(1)), by=MEMBER)  # the handle is now behind
+
+    def pruned() -> None:
+        raise DeltaError("Kernel error: File not found: _delta_log/00000000000000000002.json")
+
+    stale = store.lake._writers["fact"]
+    stale.update_incremental = pruned  # type: ignore[method-assign]
+    store.write(fact("user:3", "plan", "three", day(1)), by=MEMBER)
+    assert store.lake._writers["fact"] is not stale
+    assert [present(store.get_fact(f"user:{i}", "plan", by=MEMBER)).value for i in (1, 2, 3)] == ["one", "two", "three"]
