@@ -187,7 +187,8 @@ class MemoryStore:
             run_purge(self, by, grace=timedelta(0), dry_run=False, expired=False)
 
     def close(self) -> None:
-        """Save index partitions with rows caught up since their last save, and release DuckDB.
+        """Wait for a background maintenance run, save index partitions with rows caught up since
+        their last save, and release DuckDB.
 
         Nothing is lost without it — a partition behind the store catches up on the next
         open — but that catching up embeds the unsaved rows again. Idempotent; ``with
@@ -195,6 +196,7 @@ class MemoryStore:
         """
         if self._closed:
             return
+        self.maintenance.wait()  # a background run of the policy uses the store until it ends
         self._closed = True
         self.retriever.wait_for_warm_up()
         self.retriever.flush()

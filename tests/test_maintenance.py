@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import shutil
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -360,15 +361,21 @@ def test_maintenance_beside_a_writer_process_loses_no_write(tmp_path):
     assert store.maintenance.status().tables["fact"].files < writes
 
 
-def test_the_policy_compacts_as_the_store_is_written_and_answers_as_a_store_without_it(tmp_path):
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_the_policy_compacts_as_the_store_is_written_and_answers_as_a_store_without_it(tmp_path, background):
     stores = {}
-    for name, policy in (("plain", OFF), ("maintained", ml.MaintenancePolicy(every_commits=5, every_bytes=None))):
+    maintained_policy = ml.MaintenancePolicy(every_commits=5, every_bytes=None, background=background)
+    for name, policy in (("plain", OFF), ("maintained", maintained_policy)):
         clock = SimClock(day(0))
         stores[name] = ml.open(tmp_path / name, clock=clock, maintenance=policy)
         many_small_files(stores[name], clock, n=15)
     plain, maintained = stores["plain"], stores["maintained"]
+    assert maintained.maintenance.wait(timeout=60)
     ops = [c.operation for c in maintained.lake.commits() if c.table == "fact"]
-    assert ops.count("optimize") >= 4 and "optimize" not in [c.operation for c in plain.lake.commits()]
+    # inline, each run follows the fifth commit since the last; in the background, appends made
+    # during a run are taken by one run after it
+    assert ops.count("optimize") >= (1 if background else 4)
+    assert "optimize" not in [c.operation for c in plain.lake.commits()]
     assert maintained.maintenance.status().tables["fact"].files < plain.maintenance.status().tables["fact"].files
     assert maintained.maintenance.status().tables["fact"].commits_recorded > 0  # the policy records commits too
 
@@ -440,6 +447,8 @@ def test_vacuum_refuses_a_negative_retention_and_policies_check_their_numbers(st
         ml.MaintenancePolicy(every_commits=0)
     with pytest.raises(ml.ValidationError):
         ml.MaintenancePolicy(keep_log_versions=-1)
+    with pytest.raises(ml.ValidationError, match="background"):
+        ml.MaintenancePolicy(background="yes")  # type: ignore[arg-type]
 
 
 def test_memlake_maintenance_reports_compacts_and_vacuums(tmp_path, capsys):
@@ -464,3 +473,128 @@ def test_memlake_maintenance_reports_compacts_and_vacuums(tmp_path, capsys):
     assert present(reopened.get_fact("user:42", "plan", by=MEMBER)).value == "plan-0"
     assert pc.sum(pc.is_null(reopened.lake.known_rows("fact").column("known_since"))).as_py() == 0
     assert set(SPECS) <= set(status["tables"])
+
+
+class BlockedRuns:
+    """Stands in for `Maintenance.run`: records the thread and tables of each call, and holds
+    the first one until `release` (or 30 s), before running the real thing or, with
+    *hold_after*, after it."""
+
+    def __init__(self, store: ml.MemoryStore, *, hold_after: bool = False) -> None:
+        self.real = store.maintenance.run
+        self.hold_after = hold_after
+        self.calls: list[tuple[threading.Thread, list[str]]] = []
+        self.started, self.release, self.finished = threading.Event(), threading.Event(), threading.Event()
+        store.maintenance.run = self  # type: ignore[method-assign]
+
+    def __call__(self, *, kinds=None):
+        self.calls.append((threading.current_thread(), sorted(kinds or [])))
+        first = len(self.calls) == 1
+        if first and not self.hold_after:
+            self.started.set()
+            self.release.wait(30)
+        try:
+            return self.real(kinds=kinds)
+        finally:
+            if first and self.hold_after:
+                self.started.set()
+                self.release.wait(30)
+            self.finished.set()
+
+
+def test_the_policy_runs_in_a_thread_of_its_own_and_the_append_that_made_it_due_returns_first(tmp_path):
+    clock = SimClock(day(0))
+    store = ml.open(
+        tmp_path / "store", clock=clock, maintenance=ml.MaintenancePolicy(every_commits=4, every_bytes=None)
+    )
+    runs = BlockedRuns(store)
+    many_small_files(store, clock, n=2)  # four appends: the fourth makes the fact table due
+    assert runs.started.wait(30)
+    assert runs.calls[0][0] is not threading.current_thread()  # inline, the append would be stuck in it
+    assert not runs.finished.is_set()  # the append returned while its run was held
+    assert present(store.get_fact("user:42", "plan", by=MEMBER)).value == "plan-1"  # reads go on meanwhile
+    runs.release.set()
+    assert store.maintenance.wait(timeout=60) and store.maintenance.last_error is None
+    assert "optimize" in [c.operation for c in store.lake.commits() if c.table == "fact"]
+    assert len(runs.calls) == 1
+    store.close()
+
+
+def test_appends_made_during_a_background_run_are_taken_by_one_more_run_after_it(tmp_path):
+    clock = SimClock(day(0))
+    store = ml.open(
+        tmp_path / "store", clock=clock, maintenance=ml.MaintenancePolicy(every_commits=4, every_bytes=None)
+    )
+    runs = BlockedRuns(store, hold_after=True)
+    many_small_files(store, clock, n=2)
+    assert runs.started.wait(30)  # the first run has compacted, and is held before it ends
+    many_small_files(store, clock, n=3)  # six more appends meanwhile: due again
+    assert len(runs.calls) == 1  # none started beside the held one
+    runs.release.set()
+    assert store.maintenance.wait(timeout=60)
+    assert [kinds for _, kinds in runs.calls] == [["fact"], ["fact"]]
+    assert all(thread is not threading.current_thread() for thread, _ in runs.calls)
+    store.close()
+
+
+def test_closing_the_store_waits_for_its_background_run(tmp_path):
+    clock = SimClock(day(0))
+    root = tmp_path / "store"
+    store = ml.open(root, clock=clock, maintenance=ml.MaintenancePolicy(every_commits=4, every_bytes=None))
+    runs = BlockedRuns(store)
+    many_small_files(store, clock, n=2)
+    assert runs.started.wait(30)
+    closing = threading.Thread(target=store.close)
+    closing.start()
+    closing.join(0.5)
+    assert closing.is_alive()  # held by the run, which still needs the store
+    runs.release.set()
+    closing.join(60)
+    assert not closing.is_alive() and runs.finished.is_set() and store.maintenance.last_error is None
+    reopened = ml.open(root, clock=clock, create=False, maintenance=OFF)
+    assert "optimize" in [c.operation for c in reopened.lake.commits() if c.table == "fact"]
+    reopened.close()
+
+
+def test_a_failed_background_run_warns_keeps_its_error_and_runs_again_after_a_later_append(tmp_path, monkeypatch):
+    clock = SimClock(day(0))
+    store = ml.open(
+        tmp_path / "store", clock=clock, maintenance=ml.MaintenancePolicy(every_commits=4, every_bytes=None)
+    )
+    real, failures = store.maintenance.compact, list[int]()
+
+    def compact_failing_once(**kwargs):
+        if not failures:
+            failures.append(1)
+            raise OSError("disk full")
+        return real(**kwargs)
+
+    monkeypatch.setattr(store.maintenance, "compact", compact_failing_once)
+
+    def write_one(i: int) -> None:  # and wait for the run it may start: no append lands during one
+        clock.advance(hours=1)
+        store.write(fact("user:42", "plan", f"plan-{i}", clock.now), by=MEMBER)
+        assert store.maintenance.wait(timeout=60)
+
+    with pytest.warns(RuntimeWarning, match="maintenance after an append failed"):
+        for i in range(10):
+            write_one(i)
+            if failures:
+                break
+    assert failures and repr(store.maintenance.last_error) == "OSError('disk full')"
+    assert "optimize" not in [c.operation for c in store.lake.commits() if c.table == "fact"]
+    write_one(10)  # still due: the next append runs it again
+    assert store.maintenance.last_error is None
+    assert "optimize" in [c.operation for c in store.lake.commits() if c.table == "fact"]
+    store.close()
+
+
+def test_an_inline_policy_runs_inside_the_append(tmp_path):
+    clock = SimClock(day(0))
+    policy = ml.MaintenancePolicy(every_commits=4, every_bytes=None, background=False)
+    store = ml.open(tmp_path / "store", clock=clock, maintenance=policy)
+    runs = BlockedRuns(store)
+    runs.release.set()
+    many_small_files(store, clock, n=2)
+    assert runs.finished.is_set() and runs.calls[0][0] is threading.current_thread()
+    store.close()

@@ -52,7 +52,11 @@ class MaintainedStoreAgainstTheModel(MemoryMachine):
         self.maintenance_steps = 0
 
     def _maintain(self) -> ml.MemoryStore:
+        """The store, once its own background run of the policy (if any) has ended: the rules below
+        are an operator's manual steps, and the one that shortens the log's retention opens the
+        tables with plain delta-rs, which a concurrent prune can pull a checkpoint from under."""
         self.maintenance_steps += 1
+        assert self.store.maintenance.wait(timeout=120)
         return self.store
 
     def _read_back(self) -> None:
