@@ -367,7 +367,7 @@ class Maintenance:
                         commit_properties=CommitProperties(custom_metadata=meta),
                     )
 
-                with lake.maintenance_lock(kind):
+                with lake.maintenance_lock(kind), lake.commit_gate(kind):
                     metrics = self._retry(compact)
                 if metrics.get("numFilesRemoved", 0):
                     totals["partitions"] += 1
@@ -481,7 +481,8 @@ class Maintenance:
                         commit_properties=CommitProperties(custom_metadata=meta),
                     )
 
-                gone = self._retry(vacuum)
+                with lake.commit_gate(kind):
+                    gone = self._retry(vacuum)
                 leftovers = lake.unreferenced_files(kind, older_than=retain.total_seconds()).expired
                 if not dry_run:
                     for rel in leftovers:

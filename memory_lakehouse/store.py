@@ -197,6 +197,7 @@ class MemoryStore:
         if self._closed:
             return
         self.maintenance.wait()  # a background run of the policy uses the store until it ends
+        self.lake.wait_for_checkpoints()
         self._closed = True
         self.retriever.wait_for_warm_up()
         self.retriever.flush()

@@ -169,17 +169,20 @@ def test_direct_and_delta_rs_appends_from_two_stores_racing_lose_no_commit(tmp_p
         assert present(store.get_fact("ours:24", "plan", by=MEMBER)).value == "ours plan 24"
 
 
-def test_every_checkpoint_interval_th_version_a_direct_append_writes_gets_a_checkpoint(tmp_path):
+@pytest.mark.parametrize("background", [True, False], ids=["background", "in-the-append"])
+def test_every_checkpoint_interval_th_version_a_direct_append_writes_gets_a_checkpoint(tmp_path, background):
     clock = SimClock(day(1))
     store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+    store.lake.background_checkpoints = background
     for i in range(25):
         store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)
+    assert store.lake.wait_for_checkpoints(timeout=60)
     log = Path(store.lake.uri("fact")) / "_delta_log"
     assert writers_of(log) == ["direct"] * 25
-    assert sorted(p.name for p in log.glob("*.checkpoint.parquet")) == [
-        f"{10:020d}.checkpoint.parquet",
-        f"{20:020d}.checkpoint.parquet",
-    ]
+    written = sorted(p.name for p in log.glob("*.checkpoint.parquet"))
+    expected = [f"{10:020d}.checkpoint.parquet", f"{20:020d}.checkpoint.parquet"]
+    # in the background, version 10's turn may come after version 20 was asked for: then 20 only
+    assert written == expected or (background and written == expected[1:])
     assert json.loads((log / "_last_checkpoint").read_text())["version"] == 20
     assert DeltaTable(str(log.parent)).to_pyarrow_dataset().count_rows() == 25
 
@@ -301,15 +304,16 @@ def test_a_batch_over_more_orgs_than_direct_appends_take_goes_through_delta_rs(t
     assert DeltaTable(store.lake.uri("fact")).to_pyarrow_dataset().count_rows() == 2 * direct_append.MAX_PARTITIONS + 1
 
 
-def checkpoint_failing(store: ml.MemoryStore, message: str, times: int) -> list[int]:
-    """Make the write handle's ``create_checkpoint`` raise delta-rs's error *times* times."""
+def checkpoint_failing(monkeypatch, message: str, times: int) -> list[int]:
+    """Make ``create_checkpoint`` on the handles the lake opens raise delta-rs's error *times* times."""
     from deltalake.exceptions import DeltaError
 
-    calls: list[int] = []
-    handle_of = store.lake._write_handle
+    from memory_lakehouse.objectstore import open_delta_table as real_open
 
-    def write_handle(kind: str):
-        handle = handle_of(kind)
+    calls: list[int] = []
+
+    def open_delta_table(*args, **kwargs):
+        handle = real_open(*args, **kwargs)
         real = handle.create_checkpoint
 
         def create_checkpoint() -> None:
@@ -321,30 +325,60 @@ def checkpoint_failing(store: ml.MemoryStore, message: str, times: int) -> list[
         handle.create_checkpoint = create_checkpoint  # type: ignore[method-assign]
         return handle
 
-    store.lake._write_handle = write_handle  # type: ignore[method-assign]
+    monkeypatch.setattr("memory_lakehouse.lake.open_delta_table", open_delta_table)
     return calls
 
 
-def test_a_checkpoint_pruned_under_the_write_handle_is_written_again_from_a_reopened_one(tmp_path):
+@pytest.mark.parametrize("background", [True, False], ids=["background", "in-the-append"])
+def test_a_checkpoint_pruned_under_its_handle_is_written_again_from_a_reopened_one(tmp_path, monkeypatch, background):
     clock = SimClock(day(1))
     store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
-    calls = checkpoint_failing(store, "Object at location 00000000000000000000.checkpoint.parquet not found", 1)
+    store.lake.background_checkpoints = background
+    calls = checkpoint_failing(monkeypatch, "Object at location 00000000000000000000.checkpoint.parquet not found", 1)
     for i in range(10):
         store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)
+    assert store.lake.wait_for_checkpoints(timeout=60)
     log = Path(store.lake.uri("fact")) / "_delta_log"
     assert len(calls) == 2 and (log / f"{10:020d}.checkpoint.parquet").exists()
 
 
-def test_a_checkpoint_that_fails_after_the_commit_landed_does_not_fail_the_write(tmp_path, caplog):
+@pytest.mark.parametrize("background", [True, False], ids=["background", "in-the-append"])
+def test_a_checkpoint_that_fails_after_the_commit_landed_does_not_fail_the_write(
+    tmp_path, monkeypatch, caplog, background
+):
     clock = SimClock(day(1))
     store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
-    calls = checkpoint_failing(store, "Generic error: disk full", 10**6)
+    store.lake.background_checkpoints = background
+    calls = checkpoint_failing(monkeypatch, "Generic error: disk full", 10**6)
     for i in range(10):
         store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)  # the tenth checkpoints
+    assert store.lake.wait_for_checkpoints(timeout=60)
     assert calls and "no checkpoint after the append to fact" in caplog.text
     assert present(store.get_fact("user:0", "plan", by=MEMBER)).value == "plan 0"
     log = Path(store.lake.uri("fact")) / "_delta_log"
     assert writers_of(log) == ["direct"] * 10 and not list(log.glob("*.checkpoint.parquet"))
+
+
+def test_the_append_that_reaches_the_checkpoint_interval_returns_before_its_checkpoint_is_written(tmp_path):
+    clock = SimClock(day(1))
+    store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+    real, entered, release, threads = store.lake._checkpointer._write, threading.Event(), threading.Event(), []
+
+    def held(kind: str, version: int) -> None:
+        threads.append(threading.current_thread())
+        entered.set()
+        release.wait(30)
+        real(kind, version)
+
+    store.lake._checkpointer._write = held
+    for i in range(10):
+        store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)
+    log = Path(store.lake.uri("fact")) / "_delta_log"
+    assert entered.wait(30) and threads[0] is not threading.current_thread()  # in the append, it would be stuck
+    assert not (log / f"{10:020d}.checkpoint.parquet").exists()
+    release.set()
+    store.close()  # waits for it
+    assert (log / f"{10:020d}.checkpoint.parquet").exists()
 
 
 def test_opening_a_table_tries_again_when_a_prune_took_the_checkpoint_it_was_told_of(tmp_path, monkeypatch):

@@ -598,3 +598,23 @@ def test_an_inline_policy_runs_inside_the_append(tmp_path):
     many_small_files(store, clock, n=2)
     assert runs.finished.is_set() and runs.calls[0][0] is threading.current_thread()
     store.close()
+
+
+def test_background_compactions_land_beside_an_appender_that_never_pauses(tmp_path, recwarn):
+    """delta-rs gives a rewrite a bounded number of tries at the next version; with appends
+    landing every few milliseconds beside it, every try lost until appends and rewrites of
+    one table took turns (`Lake.commit_gate`)."""
+    clock = SimClock(day(0))
+    store = ml.open(
+        tmp_path / "store", clock=clock, maintenance=ml.MaintenancePolicy(every_commits=60, every_bytes=None)
+    )
+    writers = [ml.Principal(f"agent{o}", ml.Scope(f"org{o}"), role="curator") for o in range(4)]
+    for n in range(400):
+        clock.advance(minutes=1)
+        store.write(fact(f"user:{n % 97}", "plan", f"plan {n % 13}", clock.now), by=writers[n % 4])
+    assert store.maintenance.wait(timeout=120)
+    assert store.maintenance.last_error is None
+    assert not [w for w in recwarn if "maintenance after an append failed" in str(w.message)]
+    compactions = [c for c in store.lake.commits() if c.table == "fact" and c.operation == "optimize"]
+    assert len(compactions) >= 4 * 5  # each org partition, in each of the runs 400 appends make due
+    store.close()
