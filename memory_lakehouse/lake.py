@@ -717,7 +717,13 @@ class Lake:
         commit it follows has landed whatever happens here, so a failure must not fail the
         write: a checkpoint is only a shortcut for readers, and the next interval (or
         maintenance) writes one. Opening retries a log pruned meanwhile (`open_delta_table`);
-        so does a checkpoint whose handle's base checkpoint a prune took, once."""
+        so does a checkpoint whose handle's base checkpoint a prune took, once. Skipped when
+        the table already has a checkpoint at or past *version* (maintenance wrote one
+        meanwhile): ``_last_checkpoint`` must not move back to a version whose following
+        commits maintenance may prune."""
+        newest = _last_checkpoint(self.objects.read_if_exists(f"{kind}/{LAST_CHECKPOINT}"))
+        if newest is not None and newest[0] >= version:
+            return
         for attempt in range(2):
             try:
                 open_delta_table(

@@ -430,3 +430,18 @@ def test_a_write_handle_whose_next_commits_were_pruned_is_opened_again(tmp_path)
     store.write(fact("user:3", "plan", "three", day(1)), by=MEMBER)
     assert store.lake._writers["fact"] is not stale
     assert [present(store.get_fact(f"user:{i}", "plan", by=MEMBER)).value for i in (1, 2, 3)] == ["one", "two", "three"]
+
+
+def test_a_checkpoint_asked_for_after_a_newer_one_was_written_is_skipped(tmp_path):
+    """``_last_checkpoint`` never moves back: maintenance may have pruned the commits after the older one."""
+    clock = SimClock(day(1))
+    store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+    store.lake.background_checkpoints = False
+    for i in range(12):
+        store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)
+    log = Path(store.lake.uri("fact")) / "_delta_log"
+    DeltaTable(str(log.parent)).create_checkpoint()  # maintenance's, at 12
+    (log / f"{10:020d}.checkpoint.parquet").unlink()
+    store.lake.write_checkpoint("fact", 10)  # asked for before, written after
+    assert not (log / f"{10:020d}.checkpoint.parquet").exists()
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 12
