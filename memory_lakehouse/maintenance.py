@@ -21,7 +21,7 @@ never changes an answer:
 * **status()** files, commits, bytes and the oldest version time travel can still read.
 
 Each rewrite takes the table's maintenance lock (the one purge takes) and retries when
-a concurrent commit wins the race; appends never wait for it. Purge's guarantee holds:
+a concurrent commit wins the race; appends never wait for that lock. Purge's guarantee holds:
 a purge also deletes the files compactions removed (they may hold the rows it erases),
 and a compaction after a purge reads only the purged snapshot.
 
@@ -30,9 +30,12 @@ maintenance=...)``): after an append, a table with *every_commits* commits since
 last compaction, or a process that appended *every_bytes* since its last run, compacts
 that table and records the commits. The run goes to a thread of its own
 (``MaintenancePolicy.background``): done inline it made the append that crossed the
-threshold take ~0.7 s at 10k commits, one agent turn in 500. Appends go on meanwhile
-(they never wait for a rewrite, see above); `Maintenance.wait` and ``store.close()``
-wait for the run. ``memlake maintenance`` runs it by hand.
+threshold take ~0.7 s at 10k commits, one agent turn in 500. Appends and reads go on
+meanwhile; only this process's appends to a table wait while one of its org partitions
+is rewritten (`Lake.commit_gate`: delta-rs's optimize gets a bounded number of tries at
+the next version, and appends landing every few milliseconds won them all).
+`Maintenance.wait` and ``store.close()`` wait for the run. ``memlake maintenance`` runs
+it by hand.
 """
 
 from __future__ import annotations
