@@ -21,7 +21,8 @@ stores, and any table this module does not fully understand (`table_supported`: 
 writer feature, a constraint, an invariant, generated or identity columns, column
 mapping, another partitioning or schema). Checkpoints, which delta-rs writes after
 every ``delta.checkpointInterval``-th commit, are still delta-rs's: the caller asks it
-for one after each such version this module writes (`lake.Lake._append_directly`).
+for one after each such version this module writes, in a thread of its own
+(`lake.Lake._checkpoint_after_append`).
 
 Tests: ``tests/test_direct_append.py`` reads what this writes with delta-rs, polars and
 the store, interleaves it with delta-rs's own appends, and checks each refusal.
