@@ -69,6 +69,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from . import direct_append
+from .background import Worker
 from .commitlog import COMMITS_TABLE, CommitRecord
 from .errors import LakehouseError, StoreError
 from .objectstore import Freshness, RemoteFiles, commit_file, log_moved, open_delta_table, parse_actions
@@ -485,42 +486,6 @@ def check_local_root(root: str, *, create: bool) -> None:
         raise StoreError(f"cannot {verb} the store at {root}: {_os_reason(exc)}") from exc
 
 
-class _Checkpointer:
-    """Runs *write(table, version)* for each table asked for, in one thread of its own while
-    work is pending; of the versions asked for a table before its turn, the newest is written."""
-
-    def __init__(self, write: Callable[[str, int], None]) -> None:
-        self._write = write
-        self._lock = threading.Lock()
-        self._pending: dict[str, int] = {}
-        self._thread: threading.Thread | None = None
-
-    def request(self, table: str, version: int) -> None:
-        with self._lock:
-            self._pending[table] = max(version, self._pending.get(table, version))
-            if self._thread is not None and self._thread.is_alive():
-                return
-            self._thread = threading.Thread(target=self._run, name="memlake-checkpoint")
-            self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                if not self._pending:
-                    self._thread = None
-                    return
-                table = next(iter(self._pending))
-                version = self._pending.pop(table)
-            self._write(table, version)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
-
-
 class Lake:
     """The store's Delta tables under one root (a local path or an object-store URI)."""
 
@@ -562,7 +527,10 @@ class Lake:
         self.after_append: list[Callable[[Mapping[str, int]], None]] = []
         #: write the checkpoints direct appends ask for in a thread of their own (False: in the append)
         self.background_checkpoints = True
-        self._checkpointer = _Checkpointer(self.write_checkpoint)
+        self._checkpoints_asked: dict[str, int] = {}  # table -> the newest version asked for
+        self._checkpointer: Worker[tuple[str, int]] = Worker(
+            "memlake-checkpoint", self._next_checkpoint, lambda asked: self.write_checkpoint(*asked)
+        )
         #: when reads ask the log for news (per public read, or per interval: `objectstore.Freshness`)
         self.freshness = Freshness(refresh_interval)
         self._named: set[str] = set()  # tables named by the commits a refresh just took in
@@ -707,10 +675,20 @@ class Lake:
         commit `direct_append` wrote: handed to a thread of its own (`background_checkpoints`),
         since bringing a handle to the new version and writing the checkpoint took 40-100 ms
         at 4,000 commits, on every tenth append (most of the p90 of single writes)."""
-        if self.background_checkpoints:
-            self._checkpointer.request(kind, version)
-        else:
+        if not self.background_checkpoints:
             self.write_checkpoint(kind, version)
+            return
+        with self._checkpointer.lock:
+            self._checkpoints_asked[kind] = max(version, self._checkpoints_asked.get(kind, version))
+            self._checkpointer.kick()
+
+    def _next_checkpoint(self) -> tuple[str, int] | None:
+        """The checkpoint worker's next (table, version): of the versions asked for a table
+        before its turn, the newest."""
+        if not self._checkpoints_asked:
+            return None
+        kind = next(iter(self._checkpoints_asked))
+        return kind, self._checkpoints_asked.pop(kind)
 
     def write_checkpoint(self, kind: str, version: int) -> None:
         """Write a checkpoint of *kind* at *version*, from a handle of its own. The

@@ -40,7 +40,6 @@ it by hand.
 
 from __future__ import annotations
 
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -53,6 +52,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
 
+from .background import Worker
 from .commitlog import COMMITS_TABLE
 from .errors import ConflictError, ValidationError
 from .lake import REWRITE_OPERATIONS, Lake, commit_metadata, new_txn_id
@@ -246,8 +246,10 @@ class Maintenance:
         self._scanned: dict[str, int] = {}  # table -> commits scanned for compactions up to this version
         self._bytes = 0  # appended by this process since its last run
         self._inline = False  # a run inside an append is going on (its own appends must not start another)
-        self._lock = threading.Lock()  # guards the fields below and the dueness bookkeeping above
-        self._thread: threading.Thread | None = None  # the background run, while it lasts
+        #: the background run; its lock guards the fields below and the dueness bookkeeping above
+        self._worker: Worker[list[str]] = Worker("memlake-maintenance", self._next_run, self._run_policy)
+        self._lock = self._worker.lock
+        self._queued: list[str] | None = None  # the tables of the run an append just asked for
         self._touched: set[str] = set()  # tables appended to while the background run went on
         #: The exception of the last run of the policy that failed (None: the last one succeeded).
         self.last_error: Exception | None = None
@@ -507,19 +509,19 @@ class Maintenance:
 
     def _after_append(self, appended: Mapping[str, int]) -> None:
         """The policy, after every append of this process (never fails the write)."""
-        if self._inline or threading.current_thread() is self._thread:
+        if self._inline or self._worker.is_current():
             return  # an append made by the run itself
         with self._lock:
             self._bytes += sum(appended.values())
-            if self._thread is not None and self._thread.is_alive():
+            if self._worker.running:
                 self._touched.update(appended)  # looked at again when the run ends
                 return
             due = self._due(appended)
             if not due:
                 return
             if self.policy.background:
-                self._thread = threading.Thread(target=self._background, args=(due,), name="memlake-maintenance")
-                self._thread.start()
+                self._queued = due
+                self._worker.kick()
                 return
             self._inline = True
         try:
@@ -541,17 +543,16 @@ class Maintenance:
             due = sorted(set(due) | set(tables))
         return due
 
-    def _background(self, due: list[str]) -> None:
-        """Run the policy for *due*, then again for what appends made due meanwhile (never more
-        often than appends come: a table still due after its run waits for its next append)."""
-        while True:
-            self._run_policy(due)
-            with self._lock:
-                due = self._due(self._touched)
-                self._touched = set()
-                if not due:
-                    self._thread = None
-                    return
+    def _next_run(self) -> list[str] | None:
+        """The background worker's next run (called under ``_lock``): the one an append asked
+        for, then one for what appends made due meanwhile (never more often than appends come:
+        a table still due after its run waits for its next append); None when neither."""
+        if self._queued is not None:
+            due, self._queued = self._queued, None
+            return due
+        due = self._due(self._touched)
+        self._touched = set()
+        return due or None
 
     def _run_policy(self, due: list[str]) -> None:
         with self._lock:
@@ -575,11 +576,7 @@ class Maintenance:
 
         ``store.close()`` waits too. Reads need not: the run changes no answer.
         """
-        thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return self._worker.wait(timeout)
 
     # ---------------------------------------------------------------- plumbing
 

@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .background import Worker
 from .candidates import Candidates, OrgRows, indexable_mask
 from .context import Context, ContextItem
 from .conversation import UNINDEXED_KINDS
@@ -167,8 +168,9 @@ class Retriever:
         self._orgs: dict[str, _OrgState] = {}
         self._lock = threading.RLock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._warming: threading.Thread | None = None  # the background build (`warm_up`), if any
-        self._warm_again = False
+        #: the background build (`warm_up`): a daemon, since a later recall redoes what it leaves
+        self._warming: Worker[bool] = Worker("memlake-index-warm-up", self._next_warm_up, self._warm, daemon=True)
+        self._warm_asked = False
 
     # ------------------------------------------------------------------ plumbing
 
@@ -300,32 +302,25 @@ class Retriever:
         first recall does not build the whole index. A recall that needs a partition the
         thread is still building waits for it, and says so.
         """
-        with self._lock:
-            if self._warming is not None and self._warming.is_alive():
-                self._warm_again = True
-                return
-            self._warm_again = False
-            self._warming = threading.Thread(target=self._warm_loop, name="memlake-index-warm-up", daemon=True)
-            self._warming.start()
+        with self._warming.lock:
+            self._warm_asked = True
+            self._warming.kick()
 
-    def _warm_loop(self) -> None:
-        while True:
-            try:
-                for org in self.known_orgs():
-                    self.sync(org)
-            except Exception as exc:  # a background build must never take the process down: recall retries
-                log.warning("background index build failed (recall will build what it needs): %s", exc)
-                return
-            with self._lock:
-                if not self._warm_again:
-                    return
-                self._warm_again = False
+    def _next_warm_up(self) -> bool | None:
+        """One more pass when writes asked for one since the last began (called under the worker's lock)."""
+        asked, self._warm_asked = self._warm_asked, False
+        return True if asked else None
+
+    def _warm(self, _: bool) -> None:
+        try:
+            for org in self.known_orgs():
+                self.sync(org)
+        except Exception as exc:  # a background build must never take the process down: recall retries
+            log.warning("background index build failed (recall will build what it needs): %s", exc)
 
     def wait_for_warm_up(self) -> None:
         """Let a background build finish (`close` does, before saving)."""
-        thread = self._warming
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._warming.wait()
 
     def sync(self, org: str) -> _OrgState:
         """Catch the org's partition up with rows committed since it was built or saved."""
@@ -514,8 +509,7 @@ class Retriever:
         if ranking is not None and not isinstance(ranking, Ranking):
             raise ValidationError(f"ranking must be a Ranking, got {type(ranking).__name__}", field="ranking")
         ranking = ranking or self.ranking
-        thread = self._warming
-        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+        if self._warming.running and not self._warming.is_current():
             log.info("recall waits for the background index build")  # its progress bar shows on a terminal
             self.trace("index: waiting for the background build")
         if signals is not None:

@@ -362,7 +362,7 @@ def test_a_checkpoint_that_fails_after_the_commit_landed_does_not_fail_the_write
 def test_the_append_that_reaches_the_checkpoint_interval_returns_before_its_checkpoint_is_written(tmp_path):
     clock = SimClock(day(1))
     store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
-    real, entered, release, threads = store.lake._checkpointer._write, threading.Event(), threading.Event(), []
+    real, entered, release, threads = store.lake.write_checkpoint, threading.Event(), threading.Event(), []
 
     def held(kind: str, version: int) -> None:
         threads.append(threading.current_thread())
@@ -370,7 +370,7 @@ def test_the_append_that_reaches_the_checkpoint_interval_returns_before_its_chec
         release.wait(30)
         real(kind, version)
 
-    store.lake._checkpointer._write = held
+    store.lake.write_checkpoint = held  # type: ignore[method-assign]
     for i in range(10):
         store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)
     log = Path(store.lake.uri("fact")) / "_delta_log"
