@@ -338,7 +338,17 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
         list(range(min(rounds, 50))),
     )
     store.lake.direct_appends = True
-    # A/B in the same process: single writes with the checkpoint every tenth version written in
+    out["get_fact_first_after_own_org_write"] = _stats(*samples["get"])
+    out["recall_first_after_own_org_write"] = _stats(*samples["recall"])
+    # many threads writing one record at a time (an agent serving many users), with the
+    # store's group commit (`group.GroupCommit`) and without it, in the same process
+    for enabled in (True, False):
+        out[f"concurrent_writes_group_commit_{'on' if enabled else 'off'}"] = _concurrent_writes(
+            store, clock.now, enabled=enabled, threads=WRITER_THREADS, each=max(5, rounds // 8)
+        )
+
+    # (after the concurrent writers, so the commits it adds do not move a maintenance run into
+    # their phases) A/B in the same process: single writes with the checkpoint every tenth version written in
     # the background (the default) and inside the append, in alternating blocks of ten (one
     # checkpoint each); mean and p99 show it, the p50 does not
     by_mode: dict[bool, list[float]] = {True: [], False: []}
@@ -357,15 +367,6 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     store.lake.background_checkpoints = True
     out["single_write_on_built_store_checkpoint_in_background"] = _stats(by_mode[True])
     out["single_write_on_built_store_checkpoint_in_the_append"] = _stats(by_mode[False])
-    out["get_fact_first_after_own_org_write"] = _stats(*samples["get"])
-    out["recall_first_after_own_org_write"] = _stats(*samples["recall"])
-    # many threads writing one record at a time (an agent serving many users), with the
-    # store's group commit (`group.GroupCommit`) and without it, in the same process
-    for enabled in (True, False):
-        out[f"concurrent_writes_group_commit_{'on' if enabled else 'off'}"] = _concurrent_writes(
-            store, clock.now, enabled=enabled, threads=WRITER_THREADS, each=max(5, rounds // 8)
-        )
-
     decisions = [
         (
             f"d{i}",
