@@ -115,6 +115,15 @@ def forgotten_sql(alias: str) -> str:
       AND NOT list_has_any(coalesce({a}derived_from, []), (SELECT coalesce(list(record_id), []) FROM forgotten_records))"""
 
 
+def retractions_sql(rows: str, *, since_row: int = 0) -> str:
+    """When each retracted row's retraction became known: ``supersedes`` (the retracted
+    record id) and the earliest ``known_since`` of a retraction of it among *rows*
+    (from ``_row`` *since_row* on). An as-of read before that still sees the row."""
+    return f"""SELECT supersedes, min(known_since) AS known_since FROM {rows}
+      WHERE _row >= {int(since_row)} AND status = 'retracted' AND supersedes IS NOT NULL AND known_since IS NOT NULL
+      GROUP BY supersedes"""
+
+
 def refreshed_expiry_sql(sightings: str, known_at: str, valid_at: str, alias: str = "r") -> str:
     """A row's expiry pushed out by its sightings known and begun at the basis (a restated preference).
 
@@ -415,11 +424,7 @@ class Visibility:
         """Keep the native mirror of *kind* in step with the lake and the ledger."""
         name = f"rows_{kind}"
         view = self.lake.views[kind]
-        if self._forgotten_registered is not self._forgotten:
-            subjects, records = self._forgotten.as_tables()
-            self.con.register("forgotten_subjects", subjects)
-            self.con.register("forgotten_records", records)
-            self._forgotten_registered = self._forgotten
+        self._register_ledger()
         epoch, applied, offset = self._mirrored.get(kind, (-1, 0, 0))
         if epoch != view.epoch:
             self.con.execute(f"DROP TABLE IF EXISTS {name}")
@@ -458,6 +463,14 @@ class Visibility:
             self.con.execute(f"UPDATE {name} AS t SET hidden = NOT ({forgotten_sql('t')}) WHERE t.hidden IS NULL")
         return name
 
+    def _register_ledger(self) -> None:
+        """Give DuckDB the current ledger (`forgotten_sql` reads these two tables)."""
+        if self._forgotten_registered is not self._forgotten:
+            subjects, records = self._forgotten.as_tables()
+            self.con.register("forgotten_subjects", subjects)
+            self.con.register("forgotten_records", records)
+            self._forgotten_registered = self._forgotten
+
     def _create_empty(self, kind: str, name: str) -> str:
         self.con.register("_mirror_src", self.lake.all_rows(kind))
         return (
@@ -469,9 +482,7 @@ class Visibility:
         """Record on each retracted row when its retraction became known (as-of reads before it still see it)."""
         self.con.execute(f"""
 UPDATE {name} t SET retracted_since = x.known_since
-FROM (SELECT supersedes, min(known_since) AS known_since FROM {name}
-      WHERE _row >= {int(since_row)} AND status = 'retracted' AND supersedes IS NOT NULL AND known_since IS NOT NULL
-      GROUP BY supersedes) x
+FROM ({retractions_sql(name, since_row=since_row)}) x
 WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_since > x.known_since)""")
 
     def execute(self, sql: str, params: Mapping[str, Any]) -> pa.Table:
@@ -1039,10 +1050,11 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         row's ``valid_from`` and scope itself); reads never call this. A batch asks for a
         few hundred slots of a 100k-row table, and DuckDB answers by scanning every row
         (~10-15 ms at 100k, no index helps): the slots' rows are found by position in
-        the Arrow snapshot instead, and only the rows `SLOT_VERSION_RULES` turns away
-        (a short list: proposals, retractions, hidden rows) are asked of the mirror, with
-        the same predicate. Kinds whose expiry sightings move keep the one query.
-        tests/test_reconcile_lookup.py checks both ways agree.
+        the Arrow snapshot instead, and `SLOT_VERSION_RULES` is asked of those rows alone
+        (`_turned_away`), not of the mirror: bringing the mirror up to date with a
+        batch's rows cost the next batch ~13 ms at 100k, a seventh of its write. Kinds
+        whose expiry sightings move keep the one query. tests/test_reconcile_lookup.py
+        checks both ways agree.
         """
         with self._lock:
             self.lake.refresh()
@@ -1051,12 +1063,9 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             rows = self.lake.all_rows(kind)
             wanted = pa.array(sorted(set(lineage_ids)), pa.string())
             positions = pc.indices_nonzero(pc.is_in(rows.column("lineage_id"), value_set=wanted))
-            table = self._mirror_for(kind, positions)
-            if rows.num_rows < self._mirrored[kind][2]:  # the mirror holds rows the snapshot does not: ask it
-                return self._slot_versions_sql(kind, self._register(kind), lineage_ids)
-            found = take_rows(rows.select(_SLOT_VERSION_COLUMNS), positions)
+            found = take_rows(rows.select(_SLOT_VERSION_INPUTS), positions)
             found = found.append_column("_row", positions.cast(pa.int64()))
-            turned_away = self.execute(f"SELECT _row FROM {table} WHERE ({SLOT_VERSION_RULES}) IS NOT TRUE", {})
+            turned_away = self._turned_away(found)
             if turned_away.num_rows:
                 found = found.filter(pc.invert(pc.is_in(found.column("_row"), value_set=turned_away.column("_row"))))
             found = found.sort_by([(c, "ascending") for c in ("valid_from", "known_since", "commit_version", "_row")])
@@ -1066,29 +1075,35 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             ).cast(ts)
             return found.select(_SLOT_VERSION_COLUMNS[:8]).append_column("ends_at", ends_at)
 
-    def _mirror_for(self, kind: str, positions: pa.Array) -> str:
-        """The mirror to ask which of the rows at *positions* the rules turn away.
+    def _turned_away(self, slot_rows: pa.Table) -> pa.Table:
+        """The ``_row`` of each of *slot_rows* that `SLOT_VERSION_RULES` turns away.
 
-        The mirror as it stands when it already holds every one of those rows and nothing
-        it lags behind can change the rules' verdict on them; else brought up to date
-        (`_register`). A row's verdict depends on the row itself, on the ledger
-        (``hidden``) and on retractions of it (``retracted_since``), and a retraction is a
-        row of its target's slot: so the mirror may lag when its epoch is the snapshot's,
-        its ``hidden`` reflects the current ledger, and every row of the slots asked for
-        lies in it. Then a write that supersedes a slot last written a while ago skips the
-        mirror's insert (three DuckDB statements, ~3 ms), and the next lookup that needs
-        the rows since inserts them all in one go.
+        The rule reads the row, the ledger (``hidden``: `forgotten_sql`) and retractions of
+        the row (``retracted_since``: `retractions_sql`), and a retraction is a row of its
+        target's slot: so every row a verdict on *slot_rows* depends on is among them
+        (every row of their slots), and the mirror's two derived columns are computed
+        here by the same definitions, over these rows only. As the mirror does
+        (`_register`), an empty ledger hides nothing and rows with no retraction among
+        them have none to join (each check costs DuckDB ~4-8 ms, the query ~1.5).
         """
-        view = self.lake.views[kind]
-        epoch, _, offset = self._mirrored.get(kind, (-1, 0, 0))
-        if (
-            epoch != view.epoch
-            or self._hidden_for.get(kind) is not self._forgotten
-            or self._forgotten_registered is not self._forgotten
-            or (len(positions) and pc.max(positions).as_py() >= offset)
-        ):
-            return self._register(kind)
-        return f"rows_{kind}"
+        hidden = "FALSE"
+        if not self._forgotten.empty:
+            self._register_ledger()
+            hidden = f"NOT ({forgotten_sql('t')})"
+        retracted, joined = "NULL", ""
+        if pc.any(pc.equal(slot_rows.column("status"), "retracted")).as_py():
+            retracted = "x.known_since"
+            joined = f"LEFT JOIN ({retractions_sql('_slot_rows')}) x ON x.supersedes = t.record_id"
+        self.con.register("_slot_rows", slot_rows)
+        try:
+            return self.execute(
+                f"""
+SELECT _row FROM (SELECT t.*, {hidden} AS hidden, {retracted} AS retracted_since FROM _slot_rows t {joined})
+WHERE ({SLOT_VERSION_RULES}) IS NOT TRUE""",
+                {},
+            )
+        finally:
+            self.con.unregister("_slot_rows")
 
     def _slot_versions_sql(self, kind: str, table: str, lineage_ids: Sequence[str]) -> pa.Table:
         """`slot_versions` as one DuckDB query over the mirror (the rule as written)."""
@@ -1123,6 +1138,28 @@ ORDER BY valid_from, known_since, commit_version, _row
 #: Which stored versions the write path reconciles against (`Visibility.slot_versions`): known,
 #: active, unretracted, not hidden by the ledger.
 SLOT_VERSION_RULES = "known_since IS NOT NULL AND NOT hidden AND status = 'active' AND retracted_since IS NULL"
+#: What `Visibility._turned_away` reads of a slot's rows: the columns the rule, the ledger's
+#: condition (`forgotten_sql`) and retractions (`retractions_sql`) read.
+_SLOT_VERSION_INPUTS = [
+    "record_id",
+    "lineage_id",
+    "org",
+    "division",
+    "team",
+    "actor",
+    "valid_from",
+    "content_hash",
+    "valid_to",
+    "expires_at",
+    "known_since",
+    "commit_version",
+    "status",
+    "supersedes",
+    "subject_key",
+    "actor_key",
+    "generation",
+    "derived_from",
+]
 _SLOT_VERSION_COLUMNS = [
     "record_id",
     "lineage_id",

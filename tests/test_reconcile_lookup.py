@@ -1,8 +1,9 @@
 """The write path's reconcile lookup (`Visibility.slot_versions`) answers as the one query over the mirror.
 
-`slot_versions` finds a batch's slots by position in the Arrow snapshot and asks the
-mirror only which rows the rule turns away; `_slot_versions_sql` is the rule as one
-query. On random stores — supersessions at several scopes, proposals, retractions,
+`slot_versions` finds a batch's slots by position in the Arrow snapshot and asks
+which of those rows the rule turns away of them alone (`Visibility._turned_away`:
+the mirror's ``hidden`` and ``retracted_since`` computed over the slots' rows);
+`_slot_versions_sql` is the rule as one query over the mirror. On random stores — supersessions at several scopes, proposals, retractions,
 forgotten subjects, ended and expiring versions — both give the same rows in the same order.
 """
 
@@ -129,9 +130,9 @@ def test_record_ids_made_for_a_batch_look_like_single_ones_and_never_repeat():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_reconcile_lookup_over_a_lagging_mirror_equals_the_query_over_an_up_to_date_one(tmp_path, seed):
-    """`slot_versions` asks the mirror without bringing it up to date when the rows it lags
-    behind cannot change the verdict on the slots asked for (`Visibility._mirror_for`):
-    retractions, forgets and the slots' own new versions make it catch up first."""
+    """`slot_versions` never brings the mirror up to date (the slots' rows are judged on
+    their own), and answers as the query over an up-to-date mirror through retractions,
+    forgets, proposals and the slots' own new versions."""
     rng = random.Random(seed)
     store = ml.open(tmp_path / "s", clock=_Clock(), embedder=ml.HashingEmbedder())
     vis = store.vis
@@ -171,7 +172,7 @@ def test_reconcile_lookup_over_a_lagging_mirror_equals_the_query_over_an_up_to_d
         with vis._lock:
             slow = vis._slot_versions_sql("fact", vis._register("fact"), asked)
         assert fast.to_pylist() == slow.to_pylist(), step
-    assert lagged  # the lagging mirror answered some of the lookups
+    assert lagged  # lookups left the mirror lagging
     store.close()
 
 
@@ -182,7 +183,7 @@ def test_reconcile_lookup_over_a_lagging_mirror_sees_a_forget_another_process_ma
     theirs = ml.open(tmp_path / "s", clock=_Clock(), embedder=ml.HashingEmbedder())
     ours.write_many([ml.Fact(f"user:{i}", "plan", "Pro", T0, source="crm") for i in range(4)], by=CURATOR)
     slot = SPECS["fact"].slot(ml.Fact("user:1", "plan", "x", T0, source="crm"), CURATOR.scope)
-    assert ours.vis.slot_versions("fact", [slot]).num_rows == 1  # the mirror holds every row now
+    assert ours.vis.slot_versions("fact", [slot]).num_rows == 1
     theirs.forget("user:1", by=STEWARD, reason="erasure request")
     ours._sync_ledger()  # what a write does first: take in the other process's ledger
     assert ours.vis.slot_versions("fact", [slot]).num_rows == 0
