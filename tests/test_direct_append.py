@@ -169,16 +169,21 @@ def test_direct_and_delta_rs_appends_from_two_stores_racing_lose_no_commit(tmp_p
         assert present(store.get_fact("ours:24", "plan", by=MEMBER)).value == "ours plan 24"
 
 
+WRITERS = pytest.mark.parametrize("writer", ["direct", "delta-rs"])
+
+
+@WRITERS
 @pytest.mark.parametrize("background", [True, False], ids=["background", "in-the-append"])
-def test_every_checkpoint_interval_th_version_a_direct_append_writes_gets_a_checkpoint(tmp_path, background):
+def test_every_checkpoint_interval_th_version_an_append_writes_gets_a_checkpoint(tmp_path, background, writer):
     clock = SimClock(day(1))
     store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
     store.lake.background_checkpoints = background
+    store.lake.direct_appends = writer == "direct"
     for i in range(25):
         store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)
     assert store.lake.wait_for_checkpoints(timeout=60)
     log = Path(store.lake.uri("fact")) / "_delta_log"
-    assert writers_of(log) == ["direct"] * 25
+    assert writers_of(log) == [writer] * 25
     written = sorted(p.name for p in log.glob("*.checkpoint.parquet"))
     expected = [f"{10:020d}.checkpoint.parquet", f"{20:020d}.checkpoint.parquet"]
     # in the background, version 10's turn may come after version 20 was asked for: then 20 only
@@ -342,13 +347,17 @@ def test_a_checkpoint_pruned_under_its_handle_is_written_again_from_a_reopened_o
     assert len(calls) == 2 and (log / f"{10:020d}.checkpoint.parquet").exists()
 
 
+@WRITERS
 @pytest.mark.parametrize("background", [True, False], ids=["background", "in-the-append"])
 def test_a_checkpoint_that_fails_after_the_commit_landed_does_not_fail_the_write(
-    tmp_path, monkeypatch, caplog, background
+    tmp_path, monkeypatch, caplog, background, writer
 ):
+    """Through delta-rs too: its own checkpoint after the append would fail the write (and a
+    caller retrying it would write the rows twice), so the store asks for it instead."""
     clock = SimClock(day(1))
     store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
     store.lake.background_checkpoints = background
+    store.lake.direct_appends = writer == "direct"
     calls = checkpoint_failing(monkeypatch, "Generic error: disk full", 10**6)
     for i in range(10):
         store.write(fact(f"user:{i}", "plan", f"plan {i}", day(1, i)), by=MEMBER)  # the tenth checkpoints
@@ -356,12 +365,14 @@ def test_a_checkpoint_that_fails_after_the_commit_landed_does_not_fail_the_write
     assert calls and "no checkpoint after the append to fact" in caplog.text
     assert present(store.get_fact("user:0", "plan", by=MEMBER)).value == "plan 0"
     log = Path(store.lake.uri("fact")) / "_delta_log"
-    assert writers_of(log) == ["direct"] * 10 and not list(log.glob("*.checkpoint.parquet"))
+    assert writers_of(log) == [writer] * 10 and not list(log.glob("*.checkpoint.parquet"))
 
 
-def test_the_append_that_reaches_the_checkpoint_interval_returns_before_its_checkpoint_is_written(tmp_path):
+@WRITERS
+def test_the_append_that_reaches_the_checkpoint_interval_returns_before_its_checkpoint_is_written(tmp_path, writer):
     clock = SimClock(day(1))
     store = ml.open(str(tmp_path / "store"), clock=clock, embedder=ml.HashingEmbedder(), maintenance=OFF)
+    store.lake.direct_appends = writer == "direct"
     real, entered, release, threads = store.lake.write_checkpoint, threading.Event(), threading.Event(), []
 
     def held(kind: str, version: int) -> None:
