@@ -724,13 +724,14 @@ class PartitionedIndex:
                 self._cache[org] = loaded
             return self._cache[org]
 
-    def put(self, org: str, partition: Partition, tag: IndexTag) -> None:
+    def put(self, org: str, partition: Partition, tag: IndexTag, *, map_vectors: bool = False) -> None:
         """Persist the org's partition (e.g. caught up) as a new generation; delete older ones.
 
         Raises ConflictError if *tag* is behind the saved one for some table: a builder
         that started before a rebuild must not bring back what the rebuild removed.
+        *map_vectors*: see `Partition.save` (a partition that will not grow soon).
         """
-        self._write(org, partition, tag, check_versions=True)
+        self._write(org, partition, tag, check_versions=True, map_vectors=map_vectors)
 
     def replace(self, org: str, partition: Partition, tag: IndexTag) -> None:
         """Swap in a fully rebuilt partition, then delete every file of the old one.

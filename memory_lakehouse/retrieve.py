@@ -356,8 +356,8 @@ class Retriever:
                 self.save(org)
             return state
 
-    def save(self, org: str) -> None:
-        """Persist the org's partition with the versions it reflects."""
+    def save(self, org: str, *, let_go: bool = False) -> None:
+        """Persist the org's partition with the versions it reflects (*let_go*: see `flush`)."""
         state = self._state(org)
         if state.partition is None or state.versions is None:
             return
@@ -365,13 +365,22 @@ class Retriever:
             org,
             state.partition,
             IndexTag(self.embedder.name, int(self.embedder.dim), dict(state.versions), len(state.partition)),
+            map_vectors=let_go,
         )
         state.unsaved = 0
 
-    def flush(self) -> None:
+    def flush(self, *, let_go: bool = False) -> None:
+        """Save every partition with unsaved rows.
+
+        Saving a partition whose graph is on disk reads the graph into memory to add the
+        new rows (~8 MB an org of 5k rows); *let_go* (the store is closing) lets go of it
+        and of the float32 copy again once saved, so saving every org holds one graph at a
+        time: closing the 100k tenants store after writes to its 20 orgs peaked ~200 MB
+        above its serving peak when the graphs stayed.
+        """
         for org, state in list(self._orgs.items()):
             if state.unsaved:
-                self.save(org)
+                self.save(org, let_go=let_go)
 
     def rebuild(self, orgs: Sequence[str], *, drop: Mapping[str, set[str]] = {}) -> list[str]:
         """Rebuild partitions from the store's rows and delete the old files.

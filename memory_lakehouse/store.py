@@ -200,7 +200,7 @@ class MemoryStore:
         self.lake.wait_for_checkpoints()
         self._closed = True
         self.retriever.wait_for_warm_up()
-        self.retriever.flush()
+        self.retriever.flush(let_go=True)
         self.vis.con.close()
 
     def __enter__(self) -> MemoryStore:

@@ -241,6 +241,41 @@ def test_close_saves_caught_up_rows_so_the_next_open_embeds_only_the_query(tmp_p
     assert counting.texts == 1  # the query; no row embedded again
 
 
+def test_closing_saves_each_partition_and_lets_go_of_its_graph_before_saving_the_next(tmp_path, clock, monkeypatch):
+    """Saving a partition whose graph is on disk reads the graph in to add the caught-up rows.
+    Closing lets go of each again once saved, so a store with many orgs holds one graph at a
+    time on the way out (holding all of them peaked ~200 MB above serving at 100k, 20 orgs)."""
+    orgs = ["acme", "globex", "initech"]
+    leads = {org: ml.Principal(f"lead-{org}", ml.Scope(org), role="curator") for org in orgs}
+    store = open_store(tmp_path / "store", clock)
+    for org in orgs:
+        store.write_many(
+            [fact(f"customer:{i}", "plan", f"{org} plan {i}", day(1), scope=ml.Scope(org)) for i in range(30)],
+            by=leads[org],
+        )
+    store.rebuild_index()  # saved, each graph left on disk
+    clock.advance(hours=1)
+    for org in orgs:
+        store.write(fact("customer:late", "plan", "zebras welcome", day(2), scope=ml.Scope(org)), by=leads[org])
+        assert store.recall("zebras", by=leads[org], k=1)[0].record.subject_name == "customer:late"  # unsaved
+    parts = [partition(store, org) for org in orgs]
+    held_at_each_save: list[int] = []
+    real_save = Partition.save
+
+    def save(self, *args, **kwargs):
+        held_at_each_save.append(sum(p._index is not None for p in parts))
+        return real_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Partition, "save", save)
+    store.close()
+    assert held_at_each_save == [0, 0, 0]
+    assert all(p._index is None for p in parts)
+    again = open_store(tmp_path / "store", clock)
+    for org in orgs:
+        assert again.recall("zebras", by=leads[org], k=1)[0].record.subject_name == "customer:late"
+    again.close()
+
+
 def test_a_reopened_store_catches_up_with_a_write_by_reading_only_the_rows_after_its_snapshot(
     tmp_path, clock, monkeypatch
 ):
