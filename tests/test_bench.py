@@ -48,6 +48,7 @@ def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload(tmp
     out = bench_tenants.run(2000, root=str(tmp_path / "store"), rounds=5)
     store, floor = out["store"], out["floor"]
     assert floor is not None and floor["recall_now_new_actor"]["n"] == 5
+    assert floor["delta_rss_peak_mb"] > 0 and "delta_rss_peak_in_the_stores_process_mb" in floor  # spawned
     assert store["recall_now_new_actor"]["n"] == store["get_fact_new_actor"]["n"] == 5
     assert store["as_of_leaks"] == 0 and store["replay"]["leaked_decisions"] == 0
     assert store["top_k_starved"] == 0 and store["get_fact_hit_rate"] == 1.0
