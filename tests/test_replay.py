@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from _support import CURATOR, MEMBER, day, fact
 
 import memory_lakehouse as ml
@@ -37,3 +38,25 @@ def test_duckdb_draws_no_progress_bar_on_stdout(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[(False,)]"
+
+
+def test_each_visible_row_carries_its_own_decisions_time(tmp_path, clock):
+    store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder())
+    for i in range(3):
+        store.write(fact(f"customer:{i}", "plan", "Pro", day(0)), by=CURATOR)
+    clock.advance(days=1)
+    decisions = [(f"d-{i}", MEMBER, "which plan", None, day(1, i)) for i in range(4)]
+    visible = store.replay(decisions, kinds=["fact"]).visible
+    assert visible.num_rows == 12
+    at = dict(zip([d[0] for d in decisions], [d[4] for d in decisions], strict=True))
+    for row in visible.to_pylist():
+        assert row["decided_at"] == at[row["decision_id"]]
+
+
+def test_two_decisions_of_one_id_are_refused(tmp_path, clock):
+    store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder())
+    store.write(fact("customer:1", "plan", "Pro", day(0)), by=CURATOR)
+    clock.advance(days=1)
+    twice = [("d-1", MEMBER, "which plan", None, day(1)), ("d-1", MEMBER, "which plan", None, day(1, 2))]
+    with pytest.raises(ml.ValidationError, match="appears more than once"):
+        store.replay(twice, kinds=["fact"])
