@@ -1138,28 +1138,7 @@ ORDER BY valid_from, known_since, commit_version, _row
 #: Which stored versions the write path reconciles against (`Visibility.slot_versions`): known,
 #: active, unretracted, not hidden by the ledger.
 SLOT_VERSION_RULES = "known_since IS NOT NULL AND NOT hidden AND status = 'active' AND retracted_since IS NULL"
-#: What `Visibility._turned_away` reads of a slot's rows: the columns the rule, the ledger's
-#: condition (`forgotten_sql`) and retractions (`retractions_sql`) read.
-_SLOT_VERSION_INPUTS = [
-    "record_id",
-    "lineage_id",
-    "org",
-    "division",
-    "team",
-    "actor",
-    "valid_from",
-    "content_hash",
-    "valid_to",
-    "expires_at",
-    "known_since",
-    "commit_version",
-    "status",
-    "supersedes",
-    "subject_key",
-    "actor_key",
-    "generation",
-    "derived_from",
-]
+#: What `Visibility.slot_versions` reads of a slot's rows (the first eight and ``ends_at`` are what it returns) ...
 _SLOT_VERSION_COLUMNS = [
     "record_id",
     "lineage_id",
@@ -1173,6 +1152,17 @@ _SLOT_VERSION_COLUMNS = [
     "expires_at",
     "known_since",
     "commit_version",
+]
+#: ... and what `Visibility._turned_away` reads besides: the columns of the rule, of the ledger's
+#: condition (`forgotten_sql`) and of retractions (`retractions_sql`).
+_SLOT_VERSION_INPUTS = [
+    *_SLOT_VERSION_COLUMNS,
+    "status",
+    "supersedes",
+    "subject_key",
+    "actor_key",
+    "generation",
+    "derived_from",
 ]
 
 #: What the visibility query returns when nothing is visible.
