@@ -492,17 +492,15 @@ def run_floor(floor_module: ModuleType, records: int, *, rounds: int = 200, k: i
 
 
 def _floor_memory_in_a_fresh_process(floor_path: str, records: int, rounds: int) -> float:
-    """The floor's Δ peak RSS, run again in a spawned interpreter.
+    """The floor's Δ peak RSS, run again in a spawned interpreter (`bench.in_fresh_process`).
 
     Run after the store in the store's process, the floor's arrays reuse the heap the
     store freed, so its RSS barely grows: that run measured 72 MB at 100k, a fresh
-    process ~300. Latencies stay from the run in the same process (same warm machine).
+    process 350. Latencies stay from the run in the same process (same warm machine).
     """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from .bench import in_fresh_process
 
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        peak: float = pool.submit(_floor_peak_child, floor_path, records, rounds).result()
+    peak: float = in_fresh_process(_floor_peak_child, floor_path, records, rounds)
     return peak
 
 
