@@ -123,10 +123,16 @@ def table_supported(protocol: object, metadata: object, schema: pa.Schema, data_
     if not stats or any(c not in schema.names or not pa.types.is_timestamp(schema.field(c).type) for c in stats):
         raise DirectAppendUnsupported("statistics on columns other than timestamps")
     try:
-        interval = int(config.get("delta.checkpointInterval", "100"))
+        interval = checkpoint_interval(config)
     except ValueError:
         raise DirectAppendUnsupported("an unreadable checkpoint interval") from None
-    return TableShape(partition_by, stats, max(1, interval), data_schema)
+    return TableShape(partition_by, stats, interval, data_schema)
+
+
+def checkpoint_interval(configuration: Mapping[str, str]) -> int:
+    """A table's ``delta.checkpointInterval``: every how many versions a checkpoint is
+    written (Delta's default, 100, when unset). Raises ValueError when unreadable."""
+    return max(1, int(configuration.get("delta.checkpointInterval", "100")))
 
 
 def faster_here(data: pa.Table, shape: TableShape) -> bool:

@@ -161,9 +161,9 @@ def _last_checkpoint(raw: bytes | None) -> tuple[int, int] | None:
 
 
 def _checkpoint_interval(handle: DeltaTable) -> int:
-    """The table's ``delta.checkpointInterval`` (Delta's default, 100, when unset or unreadable)."""
+    """`direct_append.checkpoint_interval` of the table behind *handle*; Delta's default when unreadable."""
     try:
-        return max(1, int(handle.metadata().configuration.get("delta.checkpointInterval", "100")))
+        return direct_append.checkpoint_interval(handle.metadata().configuration)
     except ValueError:
         return 100
 
