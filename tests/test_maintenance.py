@@ -317,11 +317,17 @@ def test_maintenance_beside_a_writer_process_loses_no_write(tmp_path):
     many_small_files(store, clock, n=6)
     writes = 40
     ctx = multiprocessing.get_context("spawn")
-    started, out = ctx.Event(), ctx.Queue()
-    child = ctx.Process(target=child_writes, args=(path, writes, day(2), started, out))
+    started, out, halfway, resume = ctx.Event(), ctx.Queue(), ctx.Event(), ctx.Event()
+    child = ctx.Process(target=child_writes, args=(path, writes, day(2), started, out, halfway, resume))
     child.start()
     try:
         assert started.wait(120), "the writer never opened the store"
+        assert halfway.wait(120), "the writer never wrote half its records"
+        # one compaction between the child's first and second halves, then more beside its second half
+        clock.advance(minutes=1)
+        store.write(fact("parent:first", "plan", "parent plan", clock.now), by=MEMBER)
+        assert store.maintenance.compact().files_removed, "nothing was compacted"
+        resume.set()
         rounds = 0
         while child.is_alive() or rounds < 2:
             clock.advance(minutes=1)
