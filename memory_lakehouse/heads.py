@@ -161,54 +161,72 @@ class OrgHeads:
         """
         if not new.num_rows:
             return self
-        rows, live, key = self.rows.copy(), self.live.copy(), self.key.copy()
-        lineage, depth = self.lineage.copy(), self.depth.copy()
-        lineage_codes = self.lineage_codes
-        levels = {level: (codes.copy(), lookup) for level, (codes, lookup) in self.levels.items()}
-        n = len(rows)
-        source = np.arange(n, dtype=np.int64)  # where each head's slot values come from: old heads, then *new*
-        origin = np.arange(n, dtype=np.int64)  # each head's index before this advance; -1 for a new (slot, scope)
+        n = len(self.rows)
         new_key = _key(new)
         new_rows = new.column("_row").to_numpy().astype(np.int64)
         new_live = new.column("live").to_numpy(zero_copy_only=False).astype(bool)
         new_levels = {level: new.column(level).to_pylist() for level in SCOPE_LEVELS}
-        appended: list[int] = []  # indices into *new* of (slot, scope)s that had no head
-        placed: dict[tuple[Any, ...], int] = {}  # (slot, scope) -> its head's index among the combined heads
-        for j, lineage_id in enumerate(new.column("lineage_id").to_pylist()):
+        lineage_ids = new.column("lineage_id").to_pylist()
+        # Per appended candidate, in order: the head it competes with (an old head, or an earlier
+        # candidate of the same new (slot, scope)), or a new (slot, scope) of its own.
+        rows, live, key = self.rows.copy(), self.live.copy(), self.key.copy()
+        source = np.arange(n, dtype=np.int64)  # where each head's slot values come from: old heads, then *new*
+        lineage_codes = self.lineage_codes
+        fresh: list[int] = []  # indices into *new* of (slot, scope)s that had no head, in order
+        placed: dict[tuple[Any, ...], int] = {}  # (slot, scope) -> its head: an old index, or n + its place in *fresh*
+        for j, lineage_id in enumerate(lineage_ids):
             scope = tuple(new_levels[level][j] for level in SCOPE_LEVELS)
             group = (lineage_id, *scope)
             at = placed.get(group)
             if at is None:
                 code = lineage_codes.get(lineage_id)
                 if code is not None:
-                    match = np.flatnonzero(lineage == code)
+                    match = np.flatnonzero(self.lineage == code)
                     for level, value in zip(SCOPE_LEVELS, scope, strict=True):
-                        codes, lookup = levels[level]
+                        codes, lookup = self.levels[level]
                         match = match[codes[match] == (-1 if value is None else lookup.get(value, -2))]
                     at = int(match[0]) if len(match) else None
             if at is None:  # a (slot, scope) with no head yet
-                if lineage_id not in lineage_codes:
-                    lineage_codes = dict(lineage_codes) if lineage_codes is self.lineage_codes else lineage_codes
-                    lineage_codes[lineage_id] = len(lineage_codes)
-                at = len(rows)
-                rows = np.append(rows, new_rows[j])
-                live = np.append(live, new_live[j])
-                key = np.vstack([key, new_key[j]])
-                lineage = np.append(lineage, np.int32(lineage_codes[lineage_id]))
-                depth = np.append(depth, np.int8(1 + sum(v is not None for v in scope)))
-                for level, value in zip(SCOPE_LEVELS, scope, strict=True):
-                    codes, lookup = levels[level]
-                    if value is not None and value not in lookup:
-                        lookup = dict(lookup)
-                        lookup[value] = len(lookup)
-                    levels[level] = (np.append(codes, np.int32(-1 if value is None else lookup[value])), lookup)
-                source = np.append(source, n + j)
-                origin = np.append(origin, -1)
-                appended.append(j)
+                at = n + len(fresh)
+                fresh.append(j)
+            elif at >= n:  # a second candidate of a new (slot, scope): the greater key wins
+                f = fresh[at - n]
+                if (tuple(new_key[j]), new_rows[j]) > (tuple(new_key[f]), new_rows[f]):
+                    fresh[at - n] = j
             elif (tuple(new_key[j]), new_rows[j]) > (tuple(key[at]), rows[at]):
                 rows[at], live[at], key[at], source[at] = new_rows[j], new_live[j], new_key[j], n + j
             placed[group] = at
-        if appended:  # keep (slot, depth) order: each slot's heads in one run, deepest last
+        lineage, depth = self.lineage, self.depth
+        levels = dict(self.levels)
+        origin = np.arange(n, dtype=np.int64)  # each head's index before this advance; -1 for a new (slot, scope)
+        if fresh:
+            added = np.asarray(fresh, dtype=np.int64)
+            unknown = [lid for lid in dict.fromkeys(lineage_ids[j] for j in fresh) if lid not in lineage_codes]
+            if unknown:  # the old heads share the map: extend a copy
+                lineage_codes = dict(lineage_codes)
+                lineage_codes.update((lid, len(lineage_codes) + i) for i, lid in enumerate(unknown))
+            rows = np.concatenate([rows, new_rows[added]])
+            live = np.concatenate([live, new_live[added]])
+            key = np.concatenate([key, new_key[added]])
+            lineage = np.concatenate(
+                [lineage, np.fromiter((lineage_codes[lineage_ids[j]] for j in fresh), np.int32, len(fresh))]
+            )
+            scopes = [[new_levels[level][j] for level in SCOPE_LEVELS] for j in fresh]
+            depth = np.concatenate(
+                [depth, np.fromiter((1 + sum(v is not None for v in s) for s in scopes), np.int8, len(fresh))]
+            )
+            for i, level in enumerate(SCOPE_LEVELS):
+                codes, lookup = self.levels[level]
+                values = [s[i] for s in scopes]
+                missing = [v for v in dict.fromkeys(values) if v is not None and v not in lookup]
+                if missing:
+                    lookup = dict(lookup)
+                    lookup.update((v, len(lookup) + m) for m, v in enumerate(missing))
+                more = np.fromiter((-1 if v is None else lookup[v] for v in values), np.int32, len(values))
+                levels[level] = (np.concatenate([codes, more]), lookup)
+            source = np.concatenate([source, n + added])
+            origin = np.concatenate([origin, np.full(len(fresh), -1, dtype=np.int64)])
+            # keep (slot, depth) order: each slot's heads in one run, deepest last
             perm = _with_inserted(lineage, depth, n)
             rows, live, key, lineage, depth, source, origin = (
                 a[perm] for a in (rows, live, key, lineage, depth, source, origin)

@@ -337,3 +337,28 @@ def test_a_backdated_version_written_after_the_current_one_does_not_take_its_hea
         fast = _fast(store, "fact", reader, basis)
     assert any("advanced by the rows written since" in line for line in lines)
     assert fast == _slow(store, "fact", reader, basis) == [current.record_id]
+
+
+@pytest.mark.parametrize("days", [(2, 5), (5, 2)], ids=["newer-written-second", "newer-written-first"])
+def test_two_versions_of_a_new_slot_written_between_reads_advance_to_the_later_one(tmp_path, days):
+    """Both versions of a slot the heads have never seen arrive in one advance: the one valid
+    from later is its head, whichever was written first."""
+    now = [T0 + timedelta(days=10)]
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    org = ORGS[0]
+    lead = ml.Principal(f"lead-{org}", ml.Scope(org), role="steward")
+    reader = ml.Principal("reader", ml.Scope(org), role="member")
+    store.write(ml.Fact("acct:1", "plan", "Team", T0, source="crm"), by=lead)
+    assert present(store.get_fact("acct:1", "plan", by=reader)).value == "Team"  # builds the org's heads
+    now[0] += timedelta(minutes=5)
+    first, second = (
+        store.write(ml.Fact("acct:2", "tier", f"from day {d}", T0 + timedelta(days=d), source="crm"), by=lead)
+        for d in days
+    )
+    later = first if days[0] > days[1] else second
+    basis = store._basis(None, None, None)
+    lines: list[str] = []
+    with store.tracer(lines.append):
+        fast = _fast(store, "fact", reader, basis, subject="acct:2")
+    assert any("advanced by the rows written since" in line for line in lines)
+    assert fast == _slow(store, "fact", reader, basis, subject="acct:2") == [later.record_id]
