@@ -87,6 +87,9 @@ PROGRESS_CHUNK = 128
 SAVE_EVERY = 512
 #: Rebuild an org's BM25 model once rows newer than it exceed this share of it.
 BM25_STALE_SHARE = 0.1
+#: At most this many rows' search texts are kept per org between BM25 builds (`_OrgState.recent`):
+#: a 5k-row org's model is rebuilt after 500 newer rows, so a few MB at most over 20 such orgs.
+RECENT_TEXTS = 4096
 #: Kinds the index holds (working-memory notes included; recall chooses what to ask for).
 INDEXED_KINDS = tuple(k for k in KINDS if k not in UNINDEXED_KINDS)
 
@@ -138,6 +141,11 @@ class _OrgState:
     count_cursor: dict[str, tuple[int, int]] = field(default_factory=dict)
     known_rows: dict[str, int] = field(default_factory=dict)  # kind -> rows counted over count_cursor
     rows: OrgRows | None = None  # the org's rows' positions -> partition labels, BM25 documents
+    #: search texts of the rows catch-ups of the partition added (record_id -> text), kept until
+    #: the BM25 model is next built: until then recall scores those rows apart (`Bm25.scores_of`)
+    #: on every read, and taking their texts from the snapshot again cost ~0.3 ms a read. They
+    #: go with the partition's vectors: a forget or purge drops the org's whole state.
+    recent: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -345,6 +353,10 @@ class Retriever:
             if new_ids:
                 started = time.perf_counter()
                 self._embed_into(part, new_ids, new_texts, org=org, catch_up=state.partition is not None)
+                if state.partition is not None:
+                    state.recent.update(zip(new_ids, new_texts, strict=True))
+                    if len(state.recent) > RECENT_TEXTS:
+                        state.recent.clear()  # many rows since the model: it is rebuilt soon (BM25_STALE_SHARE)
                 self.trace(
                     f"index {org}: added {len(new_ids)} row(s) newer than the partition "
                     f"in {(time.perf_counter() - started) * 1000:.1f} ms"
@@ -491,6 +503,7 @@ class Retriever:
             state.bm25_ids = {rid: i for i, rid in enumerate(ids)}
             state.bm25_rids = ids
             state.bm25_versions = current
+            state.recent.clear()  # the model holds them now
             self.trace(f"bm25 {org}: built over {len(ids)} row(s)")
         return state
 
@@ -628,7 +641,7 @@ class Retriever:
         lists["bm25"] = hits
         newer_coverage: dict[str, float] = {}
         if newer:  # scored under the org model's statistics (`Bm25.scores_of`), not a model of their own
-            texts = self._texts(newer, candidates)
+            texts = self._texts(newer, candidates, known=bstate.recent)
             fresh = bstate.bm25.scores_of(query, texts)
             lists["bm25-new"] = sorted(
                 ((rid, float(s)) for rid, s in zip(newer, fresh, strict=True) if s > 0), key=lambda p: -p[1]
@@ -674,10 +687,13 @@ class Retriever:
             positions[kind] = rows.column("_row").to_numpy()
         return Candidates(self.lake, positions)
 
-    def _texts(self, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]) -> list[str]:
-        """Search text of a few candidates, built from the snapshot on demand."""
-        out: dict[str, str] = {}
-        for kind, ids in _by_kind(rids, candidates).items():
+    def _texts(
+        self, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]], *, known: Mapping[str, str] = {}
+    ) -> list[str]:
+        """Search text of a few candidates: from *known* (texts already derived from the same
+        rows), otherwise built from the snapshot on demand."""
+        out = {rid: known[rid] for rid in rids if rid in known}
+        for kind, ids in _by_kind([rid for rid in rids if rid not in out], candidates).items():
             rows = self.lake.all_rows(kind)
             # take only what the text reads: a take over every column of a many-chunk snapshot costs ms
             rows = rows.select(list(SPECS[kind].text_columns))

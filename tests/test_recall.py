@@ -129,6 +129,45 @@ def test_catching_up_reads_only_new_rows_and_still_finds_each_write_after_a_comp
     assert sorted(bm25) == sorted(written)
 
 
+def test_rows_written_since_the_bm25_model_are_scored_on_their_own_search_text(hstore, clock):
+    """The texts a catch-up keeps for rows newer than the org's BM25 model are those rows'
+    search texts, as the snapshot spells them; recall finds each such row by its words."""
+    seed(hstore, 40)  # a model 3 rows behind is not stale yet (`BM25_STALE_SHARE`)
+    assert hstore.recall("plan seats", by=MEMBER, k=3)  # builds the partition and the BM25 model
+    written = []
+    for i in range(3):
+        clock.advance(minutes=5)
+        fresh = fact(f"customer:k{i}", "sso_provider", f"kestrel{i} single sign-on via saml", day(2))
+        written.append(hstore.write(fresh, by=MEMBER).record_id)
+        hits = hstore.recall(f"kestrel{i}", by=MEMBER, k=1)
+        assert [h.record_id for h in hits] == [written[-1]]
+    retriever = hstore.retriever
+    state = retriever._orgs["acme"]
+    kept = state.recent
+    assert sorted(kept) == sorted(written)  # newer than the model: none of them is in it
+    candidates = hstore.retriever._visible(MEMBER, hstore._basis(), kinds=["fact"], subject=None, filters=None)
+    assert [kept[rid] for rid in written] == retriever._texts(written, candidates)  # from the snapshot
+
+
+def test_a_purge_by_another_handle_leaves_no_kept_text_of_the_purged_row(tmp_path, clock):
+    """Texts kept for rows newer than the BM25 model go with the org's partition: a purge made
+    elsewhere drops them with it, and recall no longer finds the row."""
+    store = open_store(tmp_path / "store", clock)
+    seed(store, 40)
+    assert store.recall("plan seats", by=MEMBER, k=3)
+    clock.advance(minutes=5)
+    rid = store.write(fact("customer:k", "sso_provider", "kestrel single sign-on", day(2)), by=MEMBER).record_id
+    assert [h.record_id for h in store.recall("kestrel", by=MEMBER, k=1)] == [rid]
+    assert rid in store.retriever._orgs["acme"].recent
+
+    other = open_store(tmp_path / "store", clock)
+    other.forget("customer:k", by=STEWARD, reason="erasure request")
+    other.purge(by=STEWARD)
+    other.close()
+    assert rid not in [h.record_id for h in store.recall("kestrel", by=MEMBER, k=3)]
+    assert all(rid not in state.recent for state in store.retriever._orgs.values())
+
+
 def test_a_write_is_recalled_even_before_any_index_exists(hstore):
     res = hstore.write(fact("customer:first", "plan", "enterprise", day(1)), by=MEMBER)
     assert [h.record_id for h in hstore.recall("enterprise plan", by=MEMBER)] == [res.record_id]
