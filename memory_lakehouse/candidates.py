@@ -43,12 +43,15 @@ def indexable_mask(rows: pa.Table, org: str) -> pa.ChunkedArray:
 @dataclass
 class _KindRows:
     """One kind's indexable rows of the org: snapshot positions (ascending) and, aligned,
-    record ids, partition labels and BM25 documents (-1: not held)."""
+    partition labels and BM25 documents (-1: not held).
+
+    Their record ids are read from the snapshot when the labels or documents are mapped
+    again (a rebuilt partition or BM25 model), not kept: a list of every row's id cost
+    ~85 bytes a row (8 MB at 100k, 85 MB at 1M) beside the index's and the model's own."""
 
     epoch: int
     seen: int = 0  # rows of the snapshot looked at
     positions: np.ndarray = field(default_factory=lambda: _NONE)
-    ids: list[str] = field(default_factory=list)
     labels: np.ndarray = field(default_factory=lambda: _NONE)
     docs: np.ndarray = field(default_factory=lambda: _NONE)
 
@@ -94,25 +97,26 @@ class OrgRows:
                 rows = self._rows[kind] = _KindRows(view.epoch)
                 changed = True
             snapshot = lake.all_rows(kind)
+            held = len(rows.positions)  # rows mapped before this call: the ones a new map must map again
             if snapshot.num_rows > rows.seen:
                 tail = snapshot.slice(rows.seen)
                 mask = indexable_mask(tail, org)
                 picked = np.flatnonzero(mask.to_numpy(zero_copy_only=False)) + rows.seen
                 ids = tail.column("record_id").filter(mask).to_pylist()
                 rows.positions = np.concatenate([rows.positions, picked.astype(np.int64)])
-                rows.ids += ids
                 rows.labels = np.concatenate([rows.labels, _lookup(labels_of, ids)])
                 rows.docs = np.concatenate([rows.docs, _lookup(docs_of, ids)])
                 rows.seen = snapshot.num_rows
                 changed = True
+            older = _ids_at(snapshot, rows.positions[:held]) if remap_labels or remap_docs else []
             if remap_labels:
-                rows.labels = _lookup(labels_of, rows.ids)
+                rows.labels = np.concatenate([_lookup(labels_of, older), rows.labels[held:]])
             elif grown:
                 missing = np.flatnonzero(rows.labels < 0)
                 if len(missing):
-                    rows.labels[missing] = _lookup(labels_of, [rows.ids[i] for i in missing])
+                    rows.labels[missing] = _lookup(labels_of, _ids_at(snapshot, rows.positions[missing]))
             if remap_docs:
-                rows.docs = _lookup(docs_of, rows.ids)
+                rows.docs = np.concatenate([_lookup(docs_of, older), rows.docs[held:]])
         self._partition, self._partition_size, self._bm25 = partition, len(labels_of), bm25
         if changed:
             self.by_label = self._reverse(len(labels_of), "labels")
@@ -192,6 +196,14 @@ class Candidates(Mapping[str, tuple[str, int]]):
 
     def __len__(self) -> int:
         return self._size
+
+
+def _ids_at(snapshot: pa.Table, positions: np.ndarray) -> list[str]:
+    """Record ids of the snapshot's rows at *positions*."""
+    if not len(positions):
+        return []
+    column: list[str] = take_rows(snapshot.select(["record_id"]), positions).column(0).to_pylist()
+    return column
 
 
 def _lookup(table: Mapping[str, int], ids: Sequence[str]) -> np.ndarray:
