@@ -133,7 +133,7 @@ class _OrgState:
     bm25_ids: dict[str, int] | None = None  # record_id -> position in the BM25 corpus
     bm25_rids: list[str] | None = None  # position in the BM25 corpus -> record_id
     bm25_versions: dict[str, int] | None = None
-    episode_sizes: Counter[Any] | None = None  # episode key -> rows the org held at the BM25 build
+    episode_sizes: Counter[Any] | None = None  # episode key -> rows the org held at the BM25 build (groups of 2+)
     largest_episode: int = 0
     #: kind -> (snapshot epoch, rows of the snapshot) the partition has been caught up over
     index_cursor: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -492,14 +492,17 @@ class Retriever:
                 ids += rows.column("record_id").to_pylist()
                 texts += rows.column("search_text").to_pylist()
             state.bm25 = Bm25(texts)
-            state.episode_sizes = Counter(
+            sizes = Counter(
                 key
                 for kind, rows in self._org_rows(org, _episode_columns)
                 if rows.num_rows
                 for key in episode_keys(kind, rows)
                 if key is not None
             )
-            state.largest_episode = max(state.episode_sizes.values(), default=0)
+            state.largest_episode = max(sizes.values(), default=0)
+            # groups of one row are left out (`_episodes` counts a key it lacks as one): in an org of
+            # facts most rows are one, and their keys cost ~200 bytes a row (20 MB at 100k)
+            state.episode_sizes = Counter({key: n for key, n in sizes.items() if n > 1})
             state.bm25_ids = {rid: i for i, rid in enumerate(ids)}
             state.bm25_rids = ids
             state.bm25_versions = current
@@ -850,15 +853,16 @@ class Retriever:
         self, org: str, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]], min_rows: int
     ) -> dict[str, Any]:
         """Each row's episode (`ranking.episode_keys`), or None when its group holds fewer than
-        *min_rows* rows of the org (as counted at the org's BM25 build)."""
+        *min_rows* rows of the org (as counted at the org's BM25 build; a row with a key is a
+        group of at least one, itself, written since or not)."""
         state = self._orgs.get(org)
         sizes = state.episode_sizes if state is not None else None
-        if not sizes or state is None or state.largest_episode < min_rows:
+        if sizes is None or state is None or state.largest_episode < min_rows:
             return dict.fromkeys(rids)
         out: dict[str, Any] = {}
         for kind, ids, rows in self._pool_rows(rids, candidates, _episode_columns):
             out.update(
-                (rid, key if key is not None and sizes.get(key, 0) >= min_rows else None)
+                (rid, key if key is not None and sizes.get(key, 1) >= min_rows else None)
                 for rid, key in zip(ids, episode_keys(kind, rows), strict=True)
             )
         return out

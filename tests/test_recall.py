@@ -723,3 +723,37 @@ def test_recall_builds_each_hit_as_get_builds_that_record_for_every_kind(hstore,
     for hit in hits:
         assert hit.record == hstore.get(hit.record_id, by=STEWARD)
     assert next(h for h in hits if h.kind == "fact").record.supersedes == first.record_id
+
+
+@pytest.mark.parametrize("min_rows", [1, 2, 3, 5, 6])
+def test_a_row_is_in_an_episode_when_its_group_holds_enough_rows_groups_of_one_included(hstore, clock, min_rows):
+    """The org's episode sizes are counted at its BM25 build; groups of one row are not kept
+    (most rows of an org of facts), and a row of such a group, or one written since, is a
+    group of one: the same answer as counting every group."""
+    sizes = {"s1": 1, "s2": 2, "s5": 5}
+    turns = [
+        ml.Turn(session, "user", f"{session} line {i} about the okta rollout", day(1, i), source="chat", position=i)
+        for session, n in sizes.items()
+        for i in range(n)
+    ]
+    hstore.write_many(turns, by=STEWARD)
+    assert hstore.recall("okta rollout", by=STEWARD, k=3, kinds=["turn"])  # builds the BM25 model, episode sizes
+    clock.advance(minutes=5)
+    late = hstore.write(ml.Turn("s9", "user", "s9 a later okta line", day(2), source="chat"), by=STEWARD)
+    sizes["s9"] = 1  # written after the build: a group of one
+    retriever = hstore.retriever
+    candidates = retriever._visible(STEWARD, hstore._basis(), kinds=["turn"], subject=None, filters=None)
+    rids = list(candidates)
+    assert late.record_id in rids and len(rids) == sum(sizes.values())
+    got = retriever._episodes("acme", rids, candidates, min_rows)
+    session_of = {rid: session for rid, session in zip(rids, _sessions(hstore, rids), strict=True)}
+    assert {rid: key is not None for rid, key in got.items()} == {
+        rid: sizes[session_of[rid]] >= min_rows for rid in rids
+    }
+    assert all(key == ("turn", session_of[rid]) for rid, key in got.items() if key is not None)
+
+
+def _sessions(store: ml.MemoryStore, rids: list[str]) -> list[str]:
+    rows = store.lake.all_rows("turn")
+    where = dict(zip(rows.column("record_id").to_pylist(), rows.column("session_id").to_pylist(), strict=True))
+    return [where[rid] for rid in rids]
