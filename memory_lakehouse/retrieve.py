@@ -695,7 +695,11 @@ class Retriever:
     ) -> list[str]:
         """Search text of a few candidates: from *known* (texts already derived from the same
         rows), otherwise built from the snapshot on demand."""
-        out = {rid: known[rid] for rid in rids if rid in known}
+        out: dict[str, str] = {}
+        for rid in rids:  # one lookup each: *known* may be cleared meanwhile by another thread's BM25 build
+            text = known.get(rid)
+            if text is not None:
+                out[rid] = text
         for kind, ids in _by_kind([rid for rid in rids if rid not in out], candidates).items():
             rows = self.lake.all_rows(kind)
             # take only what the text reads: a take over every column of a many-chunk snapshot costs ms
