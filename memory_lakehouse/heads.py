@@ -80,6 +80,14 @@ def scope_rule_sql(level: str, b: str) -> str:
     return f"(r.{level} IS NULL OR r.{level} = {b})"
 
 
+def _lineage_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, SortedCodes]:
+    """Dictionary codes of the heads' lineage ids (null = -1) and their `SortedCodes`."""
+    encoded = pc.dictionary_encode(column).combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    codes = np.where(encoded.is_null().to_numpy(zero_copy_only=False), -1, codes).astype(np.int32)
+    return codes, SortedCodes.of(encoded.dictionary.to_pylist())
+
+
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, int]]:
     """Dictionary codes of a string column (null = -1) and the value -> code map."""
     encoded = pc.dictionary_encode(column).combine_chunks()
@@ -87,6 +95,60 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, int]]:
     codes = encoded.indices.to_numpy(zero_copy_only=False)
     codes = np.where(encoded.is_null().to_numpy(zero_copy_only=False), -1, codes).astype(np.int32)
     return codes, {v: i for i, v in enumerate(values)}
+
+
+@dataclass(frozen=True)
+class SortedCodes:
+    """Codes of distinct strings, looked up by binary search over their sorted UTF-8 bytes.
+
+    Each `OrgHeads` cell keeps a code per distinct lineage id of its heads (so `advanced` can
+    find a written row's (slot, scope) head). As a dict that cost ~135 bytes an id (the
+    str objects and the table; 5.4 MB for an org of 40k heads at 1M records), and the
+    heads' byte bound (`query.HEADS_BYTES`) did not count it; as two arrays it is ~40
+    bytes an id, counted. Each value carries a one-byte terminator, so a value ending in
+    NUL is not cut by numpy's fixed-width bytes.
+    """
+
+    values: np.ndarray  # sorted bytes (each value's UTF-8 and the terminator)
+    codes: np.ndarray  # int32: the code of each value, aligned with *values*
+
+    @classmethod
+    def of(cls, values: list[str]) -> SortedCodes:
+        """Codes 0..n-1 for *values* (distinct), in their order."""
+        encoded = np.array([_encoded(v) for v in values], dtype=bytes) if values else np.array([], dtype="S1")
+        order = np.argsort(encoded, kind="stable")
+        return cls(encoded[order], order.astype(np.int32))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def get(self, value: str) -> int | None:
+        needle = _encoded(value)
+        if len(needle) > self.values.itemsize:
+            return None  # longer than every value held
+        at = int(np.searchsorted(self.values, needle))
+        return int(self.codes[at]) if at < len(self.values) and self.values[at] == needle else None
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, str) and self.get(value) is not None
+
+    def with_added(self, more: list[str]) -> SortedCodes:
+        """These codes and *more* (distinct, none held yet) as ``len(self)``, ``len(self) + 1``, ..."""
+        encoded = np.array([_encoded(v) for v in more], dtype=bytes)
+        width = max(self.values.itemsize, encoded.itemsize)
+        values = self.values.astype(f"S{width}")  # a copy: the old cell keeps its own
+        order = np.argsort(encoded, kind="stable")
+        at = np.searchsorted(values, encoded[order].astype(f"S{width}"))
+        codes = (len(self) + order).astype(np.int32)
+        return SortedCodes(np.insert(values, at, encoded[order]), np.insert(self.codes, at, codes))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.nbytes + self.codes.nbytes)
+
+
+def _encoded(value: str) -> bytes:
+    return value.encode() + b"\x01"
 
 
 @dataclass
@@ -101,7 +163,7 @@ class OrgHeads:
 
     rows: np.ndarray
     lineage: np.ndarray
-    lineage_codes: dict[str, int]
+    lineage_codes: SortedCodes
     depth: np.ndarray
     live: np.ndarray
     key: np.ndarray  # (n, 3): valid_from, known_since, commit_version (µs, µs, version)
@@ -121,7 +183,7 @@ class OrgHeads:
         if hits.num_rows:
             hits = hits.take(pc.sort_indices(hits, [("lineage_id", "ascending"), ("scope_depth", "ascending")]))
         rows = hits.column("_row").to_numpy().astype(np.int64)
-        lineage, lineage_codes = _codes(hits.column("lineage_id"))
+        lineage, lineage_codes = _lineage_codes(hits.column("lineage_id"))
         taken = take_rows(snapshot.select([*HEAD_KEY, *sorted(SLOT_COLUMNS.get(kind, ()))]), rows)
         return cls._assemble(
             rows=rows,
@@ -141,10 +203,15 @@ class OrgHeads:
         heads.nbytes = int(
             heads.rows.nbytes * 3
             + key.nbytes
+            + heads.lineage_codes.nbytes
             + sum(v.nbytes for v in heads.slot_values.values())
             + sum(c.nbytes for c, _ in heads.levels.values())
         )
         return heads
+
+    def _derived(self, *arrays: np.ndarray) -> None:
+        """Count an index derived from these heads when first asked (order, positions, subjects)."""
+        self.nbytes += int(sum(a.nbytes for a in arrays))
 
     def advanced(self, new: pa.Table, kind: str) -> OrgHeads:
         """These heads with rows appended since taken in: the heads at a later basis, when
@@ -202,14 +269,14 @@ class OrgHeads:
         if fresh:
             added = np.asarray(fresh, dtype=np.int64)
             unknown = [lid for lid in dict.fromkeys(lineage_ids[j] for j in fresh) if lid not in lineage_codes]
-            if unknown:  # the old heads share the map: extend a copy
-                lineage_codes = dict(lineage_codes)
-                lineage_codes.update((lid, len(lineage_codes) + i) for i, lid in enumerate(unknown))
+            if unknown:  # the old heads share the codes: a new cell has its own
+                lineage_codes = lineage_codes.with_added(unknown)
+            new_codes = {lid: lineage_codes.get(lid) for lid in dict.fromkeys(lineage_ids[j] for j in fresh)}
             rows = np.concatenate([rows, new_rows[added]])
             live = np.concatenate([live, new_live[added]])
             key = np.concatenate([key, new_key[added]])
             lineage = np.concatenate(
-                [lineage, np.fromiter((lineage_codes[lineage_ids[j]] for j in fresh), np.int32, len(fresh))]
+                [lineage, np.fromiter((new_codes[lineage_ids[j]] for j in fresh), np.int32, len(fresh))]
             )
             scopes = [[new_levels[level][j] for level in SCOPE_LEVELS] for j in fresh]
             depth = np.concatenate(
@@ -262,6 +329,7 @@ class OrgHeads:
                 np.insert(keys, where, added_keys[by_key]),
                 np.insert(moved[held], where, added[by_key]),
             )
+            heads._derived(*heads._by_subject)
         return heads
 
     def __len__(self) -> int:
@@ -280,6 +348,7 @@ class OrgHeads:
             order = np.empty(n, dtype=np.int64)
             order[by_key] = np.arange(n, dtype=np.int64)
             self._order = order
+            self._derived(order)
         return self._order
 
     @property
@@ -287,6 +356,7 @@ class OrgHeads:
         """The heads' indices in snapshot order (their positions ascending), sorted when first asked."""
         if self._by_position is None:
             self._by_position = np.argsort(self.rows, kind="stable")
+            self._derived(self._by_position)
         return self._by_position
 
     def _reader_mask(self, scope: Scope, idx: np.ndarray | None = None) -> np.ndarray:
@@ -363,6 +433,7 @@ class OrgHeads:
             keys = np.asarray(column.to_numpy(zero_copy_only=False), dtype="S64")
             perm = np.argsort(keys, kind="stable")
             self._by_subject = (keys[perm], perm)
+            self._derived(*self._by_subject)
         keys, perm = self._by_subject
         needle = np.asarray(key, dtype="S64")
         lo, hi = np.searchsorted(keys, needle, "left"), np.searchsorted(keys, needle, "right")

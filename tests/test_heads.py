@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
+from memory_lakehouse.heads import SortedCodes
 from memory_lakehouse.lake import take_rows
 from memory_lakehouse.query import bases_table
 
@@ -362,3 +363,21 @@ def test_two_versions_of_a_new_slot_written_between_reads_advance_to_the_later_o
         fast = _fast(store, "fact", reader, basis, subject="acct:2")
     assert any("advanced by the rows written since" in line for line in lines)
     assert fast == _slow(store, "fact", reader, basis, subject="acct:2") == [later.record_id]
+
+
+@given(
+    held=st.lists(st.text(max_size=12), unique=True, max_size=40),
+    more=st.lists(st.text(max_size=40), unique=True, max_size=10),
+)
+@settings(max_examples=200, deadline=None)
+def test_sorted_codes_answer_as_a_dict_of_the_same_values(held, more):
+    """`SortedCodes` (the heads' lineage codes) give each value the code a dict would, after
+    additions too, for any text (a NUL at the end, longer values than any held)."""
+    more = [v for v in more if v not in held]
+    codes = SortedCodes.of(held)
+    grown = codes.with_added(more)
+    as_dict = {v: i for i, v in enumerate(held + more)}
+    for value in [*held, *more, "absent", "", "\x00"]:
+        assert grown.get(value) == as_dict.get(value)
+        assert codes.get(value) == (as_dict[value] if value in held else None)  # the old codes are unchanged
+    assert len(grown) == len(as_dict) and len(codes) == len(held)
