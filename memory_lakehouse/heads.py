@@ -132,6 +132,18 @@ class SortedCodes:
     def __contains__(self, value: object) -> bool:
         return isinstance(value, str) and self.get(value) is not None
 
+    def get_many(self, values: list[str]) -> dict[str, int]:
+        """The codes of those of *values* held, in one binary search (an advance looks up to
+        `query.ADVANCE_ROWS` at once)."""
+        width = self.values.itemsize
+        fits = {v: e for v in values for e in [_encoded(v)] if len(e) <= width}  # a longer one is not held
+        if not fits or not len(self.values):
+            return {}
+        needles = np.array(list(fits.values()), dtype=f"S{width}")
+        at = np.minimum(np.searchsorted(self.values, needles), len(self.values) - 1)
+        found = (self.values[at] == needles).tolist()
+        return {v: int(c) for v, c, hit in zip(fits, self.codes[at].tolist(), found, strict=True) if hit}
+
     def with_added(self, more: list[str]) -> SortedCodes:
         """These codes and *more* (distinct, none held yet) as ``len(self)``, ``len(self) + 1``, ..."""
         encoded = np.array([_encoded(v) for v in more], dtype=bytes)
@@ -241,12 +253,13 @@ class OrgHeads:
         lineage_codes = self.lineage_codes
         fresh: list[int] = []  # indices into *new* of (slot, scope)s that had no head, in order
         placed: dict[tuple[Any, ...], int] = {}  # (slot, scope) -> its head: an old index, or n + its place in *fresh*
+        known = lineage_codes.get_many(lineage_ids)  # codes of the slots that have heads already
         for j, lineage_id in enumerate(lineage_ids):
             scope = tuple(new_levels[level][j] for level in SCOPE_LEVELS)
             group = (lineage_id, *scope)
             at = placed.get(group)
             if at is None:
-                code = lineage_codes.get(lineage_id)
+                code = known.get(lineage_id)
                 if code is not None:
                     match = np.flatnonzero(self.lineage == code)
                     for level, value in zip(SCOPE_LEVELS, scope, strict=True):
@@ -271,7 +284,7 @@ class OrgHeads:
             unknown = [lid for lid in dict.fromkeys(lineage_ids[j] for j in fresh) if lid not in lineage_codes]
             if unknown:  # the old heads share the codes: a new cell has its own
                 lineage_codes = lineage_codes.with_added(unknown)
-            new_codes = {lid: lineage_codes.get(lid) for lid in dict.fromkeys(lineage_ids[j] for j in fresh)}
+            new_codes = lineage_codes.get_many([lineage_ids[j] for j in fresh])
             rows = np.concatenate([rows, new_rows[added]])
             live = np.concatenate([live, new_live[added]])
             key = np.concatenate([key, new_key[added]])

@@ -371,8 +371,9 @@ def test_two_versions_of_a_new_slot_written_between_reads_advance_to_the_later_o
 )
 @settings(max_examples=200, deadline=None)
 def test_sorted_codes_answer_as_a_dict_of_the_same_values(held, more):
-    """`SortedCodes` (the heads' lineage codes) give each value the code a dict would, after
-    additions too, for any text (a NUL at the end, longer values than any held)."""
+    """`SortedCodes` (the heads' lineage codes) give each value the code a dict would, one at
+    a time or many at once, after additions too, for any text (a NUL at the end, longer
+    values than any held)."""
     more = [v for v in more if v not in held]
     codes = SortedCodes.of(held)
     grown = codes.with_added(more)
@@ -381,3 +382,13 @@ def test_sorted_codes_answer_as_a_dict_of_the_same_values(held, more):
         assert grown.get(value) == as_dict.get(value)
         assert codes.get(value) == (as_dict[value] if value in held else None)  # the old codes are unchanged
     assert len(grown) == len(as_dict) and len(codes) == len(held)
+    asked = [*more, *held, "absent", "\x00"]
+    assert grown.get_many(asked) == {v: as_dict[v] for v in asked if v in as_dict}  # one search for many
+    assert codes.get_many(asked) == {v: as_dict[v] for v in asked if v in held}
+
+
+def test_a_value_longer_than_every_held_one_is_not_found_by_its_prefix():
+    """Held values are fixed-width bytes: a longer one asked for must not match a held value
+    its first bytes spell (``"a\\x01..."`` begins as ``"a"`` encoded does)."""
+    codes = SortedCodes.of(["a", "b"])
+    assert codes.get("a\x01b") is None and codes.get_many(["a\x01b", "b"]) == {"b": 1}
