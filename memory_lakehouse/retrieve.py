@@ -492,6 +492,8 @@ class Retriever:
                 ids += rows.column("record_id").to_pylist()
                 texts += rows.column("search_text").to_pylist()
             state.bm25 = Bm25(texts)
+            if state.partition is not None:
+                ids = state.partition.shared(ids)  # one str object per id for the partition and the model
             sizes = Counter(
                 key
                 for kind, rows in self._org_rows(org, _episode_columns)

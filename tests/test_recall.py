@@ -757,3 +757,17 @@ def _sessions(store: ml.MemoryStore, rids: list[str]) -> list[str]:
     rows = store.lake.all_rows("turn")
     where = dict(zip(rows.column("record_id").to_pylist(), rows.column("session_id").to_pylist(), strict=True))
     return [where[rid] for rid in rids]
+
+
+def test_an_orgs_bm25_model_holds_the_partitions_own_id_objects(hstore):
+    """The org's BM25 model and its index partition name the same rows: the model keeps the
+    partition's str objects for their ids rather than a copy of each (~85 bytes an id)."""
+    seed(hstore, 20)
+    assert hstore.recall("plan seats", by=MEMBER, k=3)  # builds the partition, then the BM25 model
+    state = hstore.retriever._orgs["acme"]
+    part = state.partition
+    assert part is not None and state.bm25_rids
+    held = [rid for rid in state.bm25_rids if rid in part]
+    assert len(held) == len(state.bm25_rids) == 20
+    by_label = {label: rid for rid, label in part.labels.items()}
+    assert all(rid is by_label[part.labels[rid]] for rid in state.bm25_rids)
