@@ -80,21 +80,24 @@ def scope_rule_sql(level: str, b: str) -> str:
     return f"(r.{level} IS NULL OR r.{level} = {b})"
 
 
-def _lineage_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, SortedCodes]:
-    """Dictionary codes of the heads' lineage ids (null = -1) and their `SortedCodes`."""
+def _dictionary(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Dictionary codes of a string column (null = -1) and its distinct values, code i the i-th."""
     encoded = pc.dictionary_encode(column).combine_chunks()
     codes = encoded.indices.to_numpy(zero_copy_only=False)
     codes = np.where(encoded.is_null().to_numpy(zero_copy_only=False), -1, codes).astype(np.int32)
-    return codes, SortedCodes.of(encoded.dictionary.to_pylist())
+    return codes, encoded.dictionary.to_pylist()
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, int]]:
-    """Dictionary codes of a string column (null = -1) and the value -> code map."""
-    encoded = pc.dictionary_encode(column).combine_chunks()
-    values = encoded.dictionary.to_pylist()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    codes = np.where(encoded.is_null().to_numpy(zero_copy_only=False), -1, codes).astype(np.int32)
+    """`_dictionary` with a value -> code map (a scope level's few distinct values)."""
+    codes, values = _dictionary(column)
     return codes, {v: i for i, v in enumerate(values)}
+
+
+def _lineage_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, SortedCodes]:
+    """`_dictionary` with the values as `SortedCodes` (one per head's slot: thousands an org)."""
+    codes, values = _dictionary(column)
+    return codes, SortedCodes.of(values)
 
 
 @dataclass(frozen=True)
@@ -102,11 +105,12 @@ class SortedCodes:
     """Codes of distinct strings, looked up by binary search over their sorted UTF-8 bytes.
 
     Each `OrgHeads` cell keeps a code per distinct lineage id of its heads (so `advanced` can
-    find a written row's (slot, scope) head). As a dict that cost ~135 bytes an id (the
-    str objects and the table; 5.4 MB for an org of 40k heads at 1M records), and the
-    heads' byte bound (`query.HEADS_BYTES`) did not count it; as two arrays it is ~40
-    bytes an id, counted. Each value carries a one-byte terminator, so a value ending in
-    NUL is not cut by numpy's fixed-width bytes.
+    find a written row's (slot, scope) head). As a dict of str it held ~135 bytes an id
+    (the str object and the table's entry; tracemalloc on the 100k tenants store: 10.8 MB
+    for 84k ids over the cells), which the heads' byte bound (`query.HEADS_BYTES`) did not
+    count; as two arrays it is 37 bytes a 32-character id (33 of bytes, 4 of code),
+    counted. Each value carries a one-byte terminator, so a value ending in NUL is not cut
+    by numpy's fixed-width bytes.
     """
 
     values: np.ndarray  # sorted bytes (each value's UTF-8 and the terminator)
@@ -123,14 +127,7 @@ class SortedCodes:
         return len(self.values)
 
     def get(self, value: str) -> int | None:
-        needle = _encoded(value)
-        if len(needle) > self.values.itemsize:
-            return None  # longer than every value held
-        at = int(np.searchsorted(self.values, needle))
-        return int(self.codes[at]) if at < len(self.values) and self.values[at] == needle else None
-
-    def __contains__(self, value: object) -> bool:
-        return isinstance(value, str) and self.get(value) is not None
+        return self.get_many([value]).get(value)
 
     def get_many(self, values: list[str]) -> dict[str, int]:
         """The codes of those of *values* held, in one binary search (an advance looks up to
@@ -281,7 +278,7 @@ class OrgHeads:
         origin = np.arange(n, dtype=np.int64)  # each head's index before this advance; -1 for a new (slot, scope)
         if fresh:
             added = np.asarray(fresh, dtype=np.int64)
-            unknown = [lid for lid in dict.fromkeys(lineage_ids[j] for j in fresh) if lid not in lineage_codes]
+            unknown = [lid for lid in dict.fromkeys(lineage_ids[j] for j in fresh) if lid not in known]
             if unknown:  # the old heads share the codes: a new cell has its own
                 lineage_codes = lineage_codes.with_added(unknown)
             new_codes = lineage_codes.get_many([lineage_ids[j] for j in fresh])
