@@ -241,7 +241,7 @@ class Partition:
     def shared(self, record_ids: Sequence[str]) -> list[str]:
         """*record_ids*, each one this partition holds replaced by the partition's own str
         object: a structure keyed by the same ids (an org's BM25 model) then holds no copy
-        of them (~85 bytes an id: 8.5 MB at 100k rows, 85 MB at 1M)."""
+        of them (~85 bytes an id: 8.4 MB on the 100k tenants store, by tracemalloc)."""
         with self._lock:
             get, ids = self._labels.get, self._ids
             return [rid if (label := get(rid)) is None else ids[label] for rid in record_ids]

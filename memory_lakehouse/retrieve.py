@@ -87,8 +87,8 @@ PROGRESS_CHUNK = 128
 SAVE_EVERY = 512
 #: Rebuild an org's BM25 model once rows newer than it exceed this share of it.
 BM25_STALE_SHARE = 0.1
-#: At most this many rows' search texts are kept per org between BM25 builds (`_OrgState.recent`):
-#: a 5k-row org's model is rebuilt after 500 newer rows, so a few MB at most over 20 such orgs.
+#: At most this many rows' search texts are kept per org between BM25 builds (`_OrgState.recent`);
+#: a 5k-row org's model is rebuilt after 500 newer rows (`BM25_STALE_SHARE`), so it holds fewer.
 RECENT_TEXTS = 4096
 #: Kinds the index holds (working-memory notes included; recall chooses what to ask for).
 INDEXED_KINDS = tuple(k for k in KINDS if k not in UNINDEXED_KINDS)
@@ -503,7 +503,8 @@ class Retriever:
             )
             state.largest_episode = max(sizes.values(), default=0)
             # groups of one row are left out (`_episodes` counts a key it lacks as one): in an org of
-            # facts most rows are one, and their keys cost ~200 bytes a row (20 MB at 100k)
+            # facts most rows are one, and their keys held ~190 bytes a row (~19 MB on the 100k
+            # tenants store, by tracemalloc)
             state.episode_sizes = Counter({key: n for key, n in sizes.items() if n > 1})
             state.bm25_ids = {rid: i for i, rid in enumerate(ids)}
             state.bm25_rids = ids
