@@ -74,6 +74,7 @@ from .commitlog import COMMITS_TABLE, CommitRecord
 from .errors import LakehouseError, StoreError
 from .objectstore import Freshness, RemoteFiles, commit_file, log_moved, open_delta_table, parse_actions
 from .records import SPECS, STATS_COLUMNS, TS, subject_key
+from .slots import SlotRows
 from .time import StoreClock
 
 log = logging.getLogger(__name__)
@@ -310,8 +311,8 @@ class TableView:
     by_txn: dict[str, Commit] = field(default_factory=dict)
     epoch: int = 0
     spans: list[tuple[int, int]] = field(default_factory=list)
-    lineage_ids: set[str] = field(default_factory=set)
-    lineage_epoch: tuple[int, int] = (-1, 0)
+    slots: SlotRows = field(default_factory=SlotRows)  # kept up by `Lake.slot_rows`
+    slots_epoch: tuple[int, int] = (-1, 0)  # the epoch and chunk count `slots` reflects
     high_water: datetime | None = None  # the latest system time of a memory commit so far
 
     @property
@@ -1088,19 +1089,29 @@ class Lake:
             "actor_key", pc.take(keys, pc.index_in(actors, value_set=pa.array(distinct, pa.string())))
         )
 
-    def lineages(self, kind: str) -> set[str]:
-        """Every slot (lineage id) with a row in the snapshot: a superset of the live ones."""
+    def slot_rows(self, kind: str) -> SlotRows:
+        """Where each slot's rows are in the snapshot (`all_rows`), as of now: every lineage id with
+        a row (a superset of the live ones), and the positions of a slot's rows. Kept up with the
+        appended chunks; rebuilt when a rewrite starts a new epoch. The caller holds this lock
+        while it reads the positions, so no append lands in between."""
         view = self.views[kind]
         with self._lock:
-            if view.lineage_epoch != (view.epoch, len(view.chunks)):
-                if view.lineage_epoch[0] != view.epoch:
-                    view.lineage_ids, applied = set(), 0
+            if view.slots_epoch != (view.epoch, len(view.chunks)):
+                if view.slots_epoch[0] != view.epoch:
+                    view.slots, applied = SlotRows(), 0
                 else:
-                    applied = view.lineage_epoch[1]
+                    applied = view.slots_epoch[1]
                 for chunk in view.chunks[applied:]:
-                    view.lineage_ids.update(pc.unique(chunk.column("lineage_id")).to_pylist())
-                view.lineage_epoch = (view.epoch, len(view.chunks))
-            return view.lineage_ids
+                    view.slots.extend(chunk.column("lineage_id"))
+                view.slots_epoch = (view.epoch, len(view.chunks))
+            return view.slots
+
+    def slot_positions(self, kind: str, lineage_ids: Iterable[str]) -> np.ndarray:
+        """The positions in `all_rows` of every row of those slots, ascending (`SlotRows`)."""
+        with self._lock:
+            slots = self.slot_rows(kind)
+            assert slots.rows == self.views[kind].num_rows
+            return slots.positions(lineage_ids)
 
     def all_rows(self, kind: str) -> pa.Table:
         """Every row of the snapshot with its system-time columns (null while incomplete).

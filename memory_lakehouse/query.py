@@ -1053,7 +1053,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         row's ``valid_from`` and scope itself); reads never call this. A batch asks for a
         few hundred slots of a 100k-row table, and DuckDB answers by scanning every row
         (~10-15 ms at 100k, no index helps): the slots' rows are found by position in
-        the Arrow snapshot instead, and `SLOT_VERSION_RULES` is asked of those rows alone
+        the Arrow snapshot instead (`slots.SlotRows`: a chain through each slot's rows), and `SLOT_VERSION_RULES` is asked of those rows alone
         (`_turned_away`), not of the mirror: bringing the mirror up to date with a
         batch's rows cost the next batch ~13 ms at 100k, a seventh of its write. Kinds
         whose expiry sightings move keep the one query. tests/test_reconcile_lookup.py
@@ -1064,10 +1064,9 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             if self._refreshed(kind):
                 return self._slot_versions_sql(kind, self._register(kind), lineage_ids)
             rows = self.lake.all_rows(kind)
-            wanted = pa.array(sorted(set(lineage_ids)), pa.string())
-            positions = pc.indices_nonzero(pc.is_in(rows.column("lineage_id"), value_set=wanted))
+            positions = self.lake.slot_positions(kind, lineage_ids)
             found = take_rows(rows.select(_SLOT_VERSION_INPUTS), positions)
-            found = found.append_column("_row", positions.cast(pa.int64()))
+            found = found.append_column("_row", pa.array(positions, pa.int64()))
             turned_away = self._turned_away(found)
             if turned_away.num_rows:
                 found = found.filter(pc.invert(pc.is_in(found.column("_row"), value_set=turned_away.column("_row"))))

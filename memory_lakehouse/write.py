@@ -737,7 +737,7 @@ class Writer:
         active = enabled and status == "active"
         if active:
             for kind, idx in by_kind.items():
-                known = self.lake.lineages(kind)  # slots new to the store need no lookup (bulk ingest)
+                known = self.lake.slot_rows(kind)  # slots new to the store need no lookup (bulk ingest)
                 wanted = sorted({lineages[i] for i in idx if lineages[i] in known})
                 if not wanted:
                     continue

@@ -34,7 +34,7 @@ class _Clock:
 
 
 def _lookups_agree(store: ml.MemoryStore, kind: str) -> int:
-    lineages = sorted(store.lake.lineages(kind))
+    lineages = sorted(store.lake.slot_rows(kind))
     vis = store.vis
     fast = vis.slot_versions(kind, lineages)
     with vis._lock:
@@ -164,7 +164,7 @@ def test_reconcile_lookup_over_a_lagging_mirror_equals_the_query_over_an_up_to_d
                 ml.Fact(f"user:{rng.randrange(40)}", "plan", "p", T0, source="bot", scope=AGENT.scope), by=AGENT
             )
         store.lake.refresh()
-        lineages = sorted(store.lake.lineages("fact"))
+        lineages = sorted(store.lake.slot_rows("fact"))
         asked = rng.sample(lineages, max(1, len(lineages) // 4))
         before = vis._mirrored.get("fact")
         fast = vis.slot_versions("fact", asked)
