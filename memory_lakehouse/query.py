@@ -77,6 +77,33 @@ class Forgotten:
     def empty(self) -> bool:
         return not self.tombstones and not self.record_ids
 
+    def may_hide(self, rows: pa.Table) -> bool:
+        """Whether `forgotten_sql` could hide any of *rows* (``subject_key``, ``actor_key``,
+        ``record_id``, ``derived_from``); False means it hides none of them.
+
+        Each way the condition hides a row compares one of those columns with the ledger:
+        a tombstone's key equals the row's subject or actor key, or the row is a forgotten
+        record, or one is among its ``derived_from``. A row matching none of them is not
+        hidden, whatever its generation, time or scope, so a caller asking the ledger about
+        a few rows (the write path's reconcile) skips the query when none matches
+        (tests/test_reconcile_lookup.py checks this against the query).
+        """
+        keys, ids = self._key_array, self._id_array
+        return bool(
+            (len(keys) and pc.any(pc.is_in(rows.column("subject_key"), value_set=keys)).as_py())
+            or (len(keys) and pc.any(pc.is_in(rows.column("actor_key"), value_set=keys)).as_py())
+            or (len(ids) and pc.any(pc.is_in(rows.column("record_id"), value_set=ids)).as_py())
+            or (len(ids) and pc.any(pc.is_in(pc.list_flatten(rows.column("derived_from")), value_set=ids)).as_py())
+        )
+
+    @functools.cached_property
+    def _key_array(self) -> pa.Array:
+        return pa.array(sorted({t[0] for t in self.tombstones}), pa.string())
+
+    @functools.cached_property
+    def _id_array(self) -> pa.Array:
+        return pa.array(sorted(self.record_ids), pa.string())
+
     def as_tables(self) -> tuple[pa.Table, pa.Table]:
         t = self.tombstones
         return (
@@ -1087,12 +1114,13 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         here by the same definitions, over these rows only. As the mirror does
         (`_register`), an empty ledger hides nothing and rows with no retraction among
         them have none to join (each check costs DuckDB ~4-8 ms, the query ~1.5). With
-        neither, the two columns are constants and the rule is asked in Arrow
-        (`arrow_rule`: its SQL text read term by term; DuckDB costs ~3 ms here whatever the
-        size, a third of a 1,000-record batch's lookup at 100k).
+        neither (or a ledger that cannot hide any of these rows: `Forgotten.may_hide`), the
+        two columns are constants and the rule is asked in Arrow (`arrow_rule`: its SQL
+        text read term by term; DuckDB costs ~3 ms here whatever the size, a third of a
+        1,000-record batch's lookup at 100k).
         """
         retraction = pc.any(pc.equal(slot_rows.column("status"), "retracted")).as_py()
-        if self._forgotten.empty and not retraction:
+        if not retraction and (self._forgotten.empty or not self._forgotten.may_hide(slot_rows)):
             constants = slot_rows.append_column("hidden", pa.repeat(False, slot_rows.num_rows)).append_column(
                 "retracted_since", pa.nulls(slot_rows.num_rows, slot_rows.schema.field("known_since").type)
             )

@@ -12,9 +12,14 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
+import duckdb
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memory_lakehouse as ml
+from memory_lakehouse.query import Forgotten, forgotten_sql
 from memory_lakehouse.records import SPECS
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -43,6 +48,10 @@ def _lookups_agree(store: ml.MemoryStore, kind: str) -> int:
     assert fast.to_pylist() == slow.to_pylist()
     some = lineages[::3]
     assert vis.slot_versions(kind, some).to_pylist() == vis._slot_versions_sql(kind, f"rows_{kind}", some).to_pylist()
+    # one slot at a time: the ledger can hide rows of some slots and none of others (`Forgotten.may_hide`)
+    for lineage in lineages:
+        by_sql = vis._slot_versions_sql(kind, f"rows_{kind}", [lineage]).to_pylist()
+        assert vis.slot_versions(kind, [lineage]).to_pylist() == by_sql
     return fast.num_rows
 
 
@@ -82,6 +91,8 @@ def test_reconcile_lookup_by_position_equals_the_query_over_the_mirror(tmp_path,
                 pass  # already retracted, or no longer stored
         elif roll < 0.65:
             store.forget(f"user:{rng.randrange(8)}", by=STEWARD, reason="erasure request")
+        elif roll < 0.7:
+            store.forget("ann", by=STEWARD, reason="erasure request")  # an actor: rows scoped to her
         if step % 4 == 3:
             _lookups_agree(store, "fact")
     assert _lookups_agree(store, "fact") > 0
@@ -189,3 +200,77 @@ def test_reconcile_lookup_over_a_lagging_mirror_sees_a_forget_another_process_ma
     assert ours.vis.slot_versions("fact", [slot]).num_rows == 0
     ours.close()
     theirs.close()
+
+
+_KEYS = ["user:1", "user:2", "ann"]
+_IDS = ["fact-1", "fact-2", "fact-3"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries(
+            {
+                "record_id": st.sampled_from(_IDS),
+                "subject_key": st.sampled_from(_KEYS),
+                "actor_key": st.none() | st.sampled_from(_KEYS),
+                "derived_from": st.lists(st.sampled_from(_IDS), max_size=2),
+                "generation": st.integers(0, 2),
+                "known_since": st.sampled_from([T0, T0 + timedelta(days=2)]),
+                "org": st.just("acme"),
+                "division": st.none() | st.just("support"),
+                "team": st.none() | st.just("t1"),
+            }
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    tombstones=st.lists(
+        st.tuples(
+            st.sampled_from(_KEYS),
+            st.integers(0, 3),
+            st.just(T0 + timedelta(days=1)),
+            st.none() | st.just("acme"),
+            st.none() | st.just("support"),
+            st.none(),
+        ),
+        max_size=2,
+    ),
+    forgotten_ids=st.frozensets(st.sampled_from(_IDS), max_size=2),
+)
+def test_a_ledger_that_may_not_hide_any_of_some_rows_hides_none_of_them(rows, tombstones, forgotten_ids):
+    """`Forgotten.may_hide` answers False only for rows `forgotten_sql` hides none of: the
+    write path then skips the ledger's query (each of its conditions is needed by some row)."""
+    ledger = Forgotten(tombstones=tuple(tombstones), record_ids=forgotten_ids)
+    table = pa.Table.from_pylist(
+        rows,
+        schema=pa.schema(
+            [
+                ("record_id", pa.string()),
+                ("subject_key", pa.string()),
+                ("actor_key", pa.string()),
+                ("derived_from", pa.list_(pa.string())),
+                ("generation", pa.int64()),
+                ("known_since", pa.timestamp("us", tz="UTC")),
+                ("org", pa.string()),
+                ("division", pa.string()),
+                ("team", pa.string()),
+            ]
+        ),
+    )
+    con = duckdb.connect()
+    subjects, records = ledger.as_tables()
+    con.register("forgotten_subjects", subjects)
+    con.register("forgotten_records", records)
+    con.register("t", table)
+    hidden = con.sql(f"SELECT NOT ({forgotten_sql('t')}) AS hidden FROM t").to_arrow_table().column(0).to_pylist()
+    con.close()
+    for i, is_hidden in enumerate(hidden):
+        if is_hidden:
+            assert ledger.may_hide(table.slice(i, 1))
+    tombstoned = {t[0] for t in tombstones}
+    for i, r in enumerate(rows):  # and it is no constant True: a row matching no key, id or derived id is not flagged
+        if not (
+            {r["subject_key"], r["actor_key"]} & tombstoned or {r["record_id"], *r["derived_from"]} & forgotten_ids
+        ):
+            assert not ledger.may_hide(table.slice(i, 1))
