@@ -123,6 +123,20 @@ def test_a_compaction_moves_files_under_a_warm_view_without_reloading_it(story):
     assert "user:42" not in view.rows.column("subject").to_pylist()
 
 
+def test_a_rearranging_commit_that_removes_a_file_the_view_never_read_makes_it_read_the_table_again(story):
+    """A view vouches only for the rows of files it read: a commit that moves rows out of any
+    other file (one whose add this view never saw) is not taken as a rename of its own files."""
+    store, _ = story
+    lake = store.lake
+    lake.refresh()
+    view = lake.views["fact"]
+    paths, version = set(view.paths), view.version
+    moved_in = {"add": {"path": "org=acme/part-moved.parquet", "partitionValues": {"org": "acme"}, "dataChange": False}}
+    stranger = {"remove": {"path": "org=acme/part-never-read.parquet", "dataChange": False}}
+    assert not lake._apply_commits("fact", [(version + 1, [{"commitInfo": {}}, moved_in, stranger])])
+    assert view.paths == paths and view.version == version  # left for the caller's reload
+
+
 def test_system_time_survives_the_log_deleting_its_old_commit_files(story):
     store, clock = story
     before, times_before, log_before = answers(store), system_time(store), commit_log(store)
