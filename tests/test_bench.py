@@ -52,6 +52,9 @@ def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload(tmp
     assert store["recall_now_new_actor"]["n"] == store["get_fact_new_actor"]["n"] == 5
     assert store["as_of_leaks"] == 0 and store["replay"]["leaked_decisions"] == 0
     assert store["top_k_starved"] == 0 and store["get_fact_hit_rate"] == 1.0
+    # the round with a forget in the ledger: its writes supersede a slot, its reads follow a write
+    assert store["single_write_superseding_with_a_forget_in_the_ledger"]["superseded"] == 5
+    assert store["recall_first_after_own_org_write_with_a_forget_in_the_ledger"]["n"] == 5
     table = bench_tenants.markdown(out)
     assert "| recall p50, each query a new actor (ms) |" in table and "store / floor" in table
 
