@@ -1090,11 +1090,11 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         row's ``valid_from`` and scope itself); reads never call this. A batch asks for a
         few hundred slots of a 100k-row table, and DuckDB answers by scanning every row
         (~10-15 ms at 100k, no index helps): the slots' rows are found by position in
-        the Arrow snapshot instead (`slots.SlotRows`: a chain through each slot's rows), and `SLOT_VERSION_RULES` is asked of those rows alone
-        (`_turned_away`), not of the mirror: bringing the mirror up to date with a
-        batch's rows cost the next batch ~13 ms at 100k, a seventh of its write. Kinds
-        whose expiry sightings move keep the one query. tests/test_reconcile_lookup.py
-        checks both ways agree.
+        the Arrow snapshot instead (`slots.SlotRows`: a chain through each slot's rows),
+        and `SLOT_VERSION_RULES` is asked of those rows alone (`_turned_away`), not of the
+        mirror: bringing the mirror up to date with a batch's rows cost the next batch ~13
+        ms at 100k, a seventh of its write. Kinds whose expiry sightings move keep the one
+        query. tests/test_reconcile_lookup.py checks both ways agree.
         """
         with self._lock:
             self.lake.refresh()
@@ -1130,7 +1130,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         1,000-record batch's lookup at 100k).
         """
         retraction = pc.any(pc.equal(slot_rows.column("status"), "retracted")).as_py()
-        if not retraction and (self._forgotten.empty or not self._forgotten.may_hide(slot_rows)):
+        if not retraction and not self._forgotten.may_hide(slot_rows):  # an empty ledger hides none
             constants = slot_rows.append_column("hidden", pa.repeat(False, slot_rows.num_rows)).append_column(
                 "retracted_since", pa.nulls(slot_rows.num_rows, slot_rows.schema.field("known_since").type)
             )
