@@ -257,6 +257,32 @@ def test_taking_rows_batch_by_batch_returns_what_table_take_returns(sizes, picks
     assert take_rows(table, pa.chunked_array([pa.array(positions, pa.int64())])).num_rows == len(positions)
 
 
+def test_a_forget_rebuilds_the_heads_of_the_orgs_it_can_hide_rows_of_and_keeps_the_others(tmp_path):
+    """Remembered reads of an org depend on the last ledger change that could hide one of its
+    rows (`Visibility.set_forgotten`): a forget of a subject of one org rebuilds that org's
+    heads and leaves another org's in place, and both still answer as the query does."""
+    now = [T0 + timedelta(days=1)]
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    leads = {org: ml.Principal(f"lead-{org}", ml.Scope(org), role="steward") for org in ORGS}
+    store.write(ml.Fact("user:1", "plan", "Pro", T0, source="crm"), by=leads["acme"])
+    store.write(ml.Fact("user:2", "plan", "Team", T0, source="crm"), by=leads["acme"])
+    store.write(ml.Fact("user:3", "plan", "Free", T0, source="crm"), by=leads["globex"])
+    for org, subject in (("acme", "user:1"), ("globex", "user:3")):  # both orgs' heads built
+        assert store.get_fact(subject, "plan", by=leads[org]) is not None
+    now[0] += timedelta(hours=1)
+    store.forget("user:1", by=leads["acme"], reason="erasure request")
+    acme: list[str] = []
+    with store.tracer(acme.append):
+        assert store.get_fact("user:1", "plan", by=leads["acme"]) is None
+        assert present(store.get_fact("user:2", "plan", by=leads["acme"])).value == "Team"
+    globex: list[str] = []
+    with store.tracer(globex.append):
+        assert present(store.get_fact("user:3", "plan", by=leads["globex"])).value == "Free"
+    assert any("one query for the org" in line for line in acme)  # rebuilt under the new ledger
+    assert any("from cache" in line for line in globex) and not any("one query" in line for line in globex)
+    _compare(store, random.Random(1), _readers(), [store._basis(None, None, None)], reads=4)
+
+
 def test_a_new_ledger_state_at_a_freed_states_address_does_not_reuse_its_heads(tmp_path):
     """Remembered heads record which ledger state they were built under. CPython reuses the
     address (the ``id``) of a freed object, so a ledger state recorded by ``id`` could pass
