@@ -907,7 +907,7 @@ class Lake:
                     adds.append(action["add"])
         added = {unquote(a["path"]) for a in adds}
         # a file this view never took in: it cannot vouch for the rows (no copy of view.paths,
-        # here or below: copying a table's every path cost each refresh ~0.1 ms a thousand files)
+        # here or below: both copies cost a refresh ~0.03 ms at 2,000 files, and grow with the files)
         if any(p not in view.paths and p not in added and p not in moved_in for p in moved_out):
             return False
         for commit in commits:
@@ -1095,8 +1095,8 @@ class Lake:
     def slot_rows(self, kind: str) -> SlotRows:
         """Where each slot's rows are in the snapshot (`all_rows`), as of now: every lineage id with
         a row (a superset of the live ones), and the positions of a slot's rows. Kept up with the
-        appended chunks; rebuilt when a rewrite starts a new epoch. The caller holds this lock
-        while it reads the positions, so no append lands in between."""
+        appended chunks; rebuilt when a rewrite starts a new epoch. `slot_positions` reads the
+        positions under this lock, so no append lands in between."""
         view = self.views[kind]
         with self._lock:
             if view.slots_epoch != (view.epoch, len(view.chunks)):

@@ -92,7 +92,7 @@ class Forgotten:
         the query when none matches (tests/test_reconcile_lookup.py checks this against the
         query).
         """
-        return bool(len(rows)) and bool(pc.any(self.hideable(rows)).as_py())
+        return not self.empty and bool(len(rows)) and bool(pc.any(self.hideable(rows)).as_py())
 
     def hideable(self, rows: pa.Table) -> pa.Array:
         """Per row of *rows*, whether it matches the ledger as `may_hide` says (never null)."""
