@@ -54,7 +54,7 @@ def record_text(record: Envelope) -> str:
     """The record's search text (what recall ranks and the context block prints)."""
     spec = SPECS[record.kind]
     cols = {**spec.to_columns(record), "subject": record.subject_name}
-    return "".join(str(cols.get(p) or "") if p in spec.schema.names else p for p in spec.text_parts)
+    return spec.search_text_of(cols)
 
 
 def _row_of(record: Envelope) -> dict[str, Any]:

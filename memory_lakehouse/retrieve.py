@@ -73,7 +73,7 @@ from .ranking import (
 )
 from .ranking import SIGNALS as SIGNALS  # their old home: still importable here
 from .ranking import fuse_scores as fuse_scores
-from .records import KINDS, SPECS, Envelope, record_from_row
+from .records import KINDS, SPECS, Envelope, record_columns, record_from_row
 from .scope import Principal
 from .time import Basis
 
@@ -913,8 +913,8 @@ class Retriever:
         """Typed records for the winners, taken from the snapshot positions the query returned."""
         rows: dict[str, dict[str, Any]] = {}
         for kind, ids in _by_kind([rid for rid, _, _ in picked], candidates).items():
-            table = take_rows(self.lake.all_rows(kind), np.array([candidates[r][1] for r in ids], np.int64))
-            table = table.append_column("search_text", SPECS[kind].search_text(table))
+            table = self.lake.all_rows(kind).select(list(record_columns(kind)))
+            table = take_rows(table, np.array([candidates[r][1] for r in ids], np.int64))
             rows.update(zip(ids, rows_to_pylist(table), strict=True))
         hits = []
         for rid, score, sig in picked:
@@ -926,7 +926,7 @@ class Retriever:
                     score,
                     describe_why(row, "; ".join(text.format(*args) for text, args in sig)),
                     kind,
-                    row["search_text"],
+                    SPECS[kind].search_text_of(row),
                 )
             )
         return hits

@@ -771,3 +771,24 @@ def test_an_orgs_bm25_model_holds_the_partitions_own_id_objects(hstore):
     assert len(held) == len(state.bm25_rids) == 20
     by_label = {label: rid for rid, label in part.labels.items()}
     assert all(rid is by_label[part.labels[rid]] for rid in state.bm25_rids)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_search_text_of_a_row_is_what_search_text_gives_its_table_for_every_kind(data):
+    """Recall's winners take their text from `search_text_of` (Python values), BM25 and the
+    embedder from `search_text` (Arrow): one text, whichever built it."""
+    import pyarrow as pa
+
+    from memory_lakehouse.records import SPECS
+
+    for kind, spec in SPECS.items():
+        values = st.one_of(st.none(), st.text(max_size=6))
+        rows = data.draw(
+            st.lists(st.fixed_dictionaries({c: values for c in spec.text_columns}), min_size=1, max_size=4)
+        )
+        if not spec.text_columns:  # no column in its text (Arrow then joins scalars to a scalar)
+            assert {spec.search_text_of(r) for r in rows} == {"".join(spec.text_parts)}, kind
+            continue
+        table = pa.table({c: pa.array([r[c] for r in rows], pa.string()) for c in spec.text_columns})
+        assert [spec.search_text_of(r) for r in rows] == spec.search_text(table).to_pylist(), kind
