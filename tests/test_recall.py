@@ -628,6 +628,11 @@ def _assert_org_rows_agree(store: ml.MemoryStore, org: str = "acme") -> None:
         for by, targets in ((rows.by_label, labels), (rows.by_doc, docs)):
             held = targets >= 0
             assert (by[0][targets[held]] == code).all() and (by[1][targets[held]] == positions[held]).all()
+    # the reverse maps, kept up entry by entry after appends, are the ones built whole
+    assert len(rows.by_label[0]) == len(part) and len(rows.by_doc[0]) == len(state.bm25_ids)
+    for name, by in (("labels", rows.by_label), ("docs", rows.by_doc)):
+        whole = rows._reverse(len(by[0]), name)
+        assert np.array_equal(by[0], whole[0]) and np.array_equal(by[1], whole[1]), name
 
 
 def test_recall_places_visible_rows_by_position_through_writes_compactions_purges_and_rebuilds(hstore, clock):
@@ -661,6 +666,8 @@ def test_recall_places_visible_rows_by_position_through_writes_compactions_purge
         if step == 5:
             hstore.rebuild_index()  # a new partition object: every label mapped again
         check(f"zebra plan {step}")
+        hstore.write(fact(f"customer:y{step}", "plan", f"yak plan {step}", day(2)), by=MEMBER)
+        check(f"yak plan {step}")  # read first with vectors: the appended rows come labelled
 
 
 @settings(max_examples=50, deadline=None)
