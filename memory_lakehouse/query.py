@@ -701,16 +701,17 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         column the kind lacks, a value of the wrong type), without reading."""
         _filter_clauses(kind, filters, {})
 
-    def holds_rows(self, kind: str, org: str) -> bool:
-        """Whether any append brought *org* rows of *kind*, at the snapshot a read sees now.
+    def holds_rows(self, kinds: Sequence[str], org: str) -> list[str]:
+        """Those of *kinds* of which any append brought *org* rows, at the snapshot a read sees now.
 
-        Without, no reader of *org* is served a row of *kind* at any basis: every rule of
-        the query matches the row's org to the reader's. Recall asks it before reading a
-        kind (most orgs hold two or three of the seven kinds it searches).
+        Without, no reader of *org* is served a row of a kind at any basis: every rule of
+        the query matches the row's org to the reader's. Recall asks it before reading
+        (most orgs hold two or three of the seven kinds it searches), of all kinds at once:
+        one refresh, not one a kind (~20 µs each).
         """
         with self._lock:
-            self.lake.refresh(tables_for([kind]))
-            return self._holds_rows(kind, org)
+            self.lake.refresh(tables_for(kinds))
+            return [kind for kind in kinds if self._holds_rows(kind, org)]
 
     def _holds_rows(self, kind: str, org: str) -> bool:
         return bool(self._boundaries(kind).appends.get(org, 0))
