@@ -304,11 +304,11 @@ class OrgHeads:
             source = np.concatenate([source, n + added])
             origin = np.concatenate([origin, np.full(len(fresh), -1, dtype=np.int64)])
             # keep (slot, depth) order: each slot's heads in one run, deepest last
-            perm = _with_inserted(lineage, depth, n)
+            places, order = _insertions(lineage, depth, n)
             rows, live, key, lineage, depth, source, origin = (
-                a[perm] for a in (rows, live, key, lineage, depth, source, origin)
+                _inserted(a, n, places, order) for a in (rows, live, key, lineage, depth, source, origin)
             )
-            levels = {level: (codes[perm], lookup) for level, (codes, lookup) in levels.items()}
+            levels = {level: (_inserted(codes, n, places, order), lookup) for level, (codes, lookup) in levels.items()}
         take = pa.array(source, pa.int64())
         slot_values = {
             c: pa.concat_arrays([values, new.column(c).combine_chunks().cast(values.type)]).take(take)
@@ -475,10 +475,22 @@ def _with_inserted(lineage: np.ndarray, depth: np.ndarray, n: int) -> np.ndarray
     """``np.lexsort((depth, lineage))`` when the first *n* heads are sorted already and the
     rest are a few appended: each goes after the equal keys before it, as the stable sort
     puts it, without sorting the 5k heads again after every write."""
+    return _inserted(np.arange(len(lineage), dtype=np.int64), n, *_insertions(lineage, depth, n))
+
+
+def _insertions(lineage: np.ndarray, depth: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where `_with_inserted` puts the appended heads: their places among the first *n*, and
+    the appended heads in that order (indices from *n*)."""
     key = lineage.astype(np.int64) * 256 + depth  # depth < 256: (lineage, depth) order
     new = np.argsort(key[n:], kind="stable")
-    at = np.searchsorted(key[:n], key[n:][new], side="right")
-    return np.insert(np.arange(n, dtype=np.int64), at, n + new)
+    return np.searchsorted(key[:n], key[n:][new], side="right"), new
+
+
+def _inserted(values: np.ndarray, n: int, at: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``values[_with_inserted(...)]``: the first *n* rows with the appended ones inserted at
+    *at*. Copies runs instead of gathering every row (an advance's seven arrays of 50k heads
+    at 1M: the (n, 3) head key alone cost ~0.6 ms gathered, ~0.04 inserted)."""
+    return np.insert(values[:n], at, values[n:][new], axis=0)
 
 
 #: Up to this many heads, `OrgHeads._filtered` compares in Python: a subject's heads (a
