@@ -163,7 +163,7 @@ class RemoteFiles:
             for field in schema:  # a file written before a column was added
                 if field.name not in data.column_names:
                     data = data.append_column(field.name, pa.nulls(data.num_rows, field.type))
-            parts.append(data.select(schema.names).cast(schema))
+            parts.append(conform(data, schema))
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def read_delta_table(self, dt: Any, table: str, schema: pa.Schema) -> pa.Table:
@@ -176,11 +176,18 @@ class RemoteFiles:
         return self.read_data_files(table, zip(paths, partitions or [None] * len(paths), strict=True), schema)
 
 
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """*table*'s columns of *schema*, in its order and types. Every table read or taken in
+    passes here; a cast of a table whose types already match cost ~0.13 ms at 27 columns
+    (a one-row append taken in by `lake.Lake`), so only one whose types differ is cast."""
+    table = table.select(schema.names)
+    return table if table.schema.equals(schema) else table.cast(schema)
+
+
 def read_table_rows(dt: Any, uri: str, storage_options: Mapping[str, str] | None, schema: pa.Schema) -> pa.Table:
     """Every row of the Delta table *dt* at *uri*: a dataset scan locally, whole-file reads on an object store."""
     if "://" not in uri or uri.startswith("file://"):
-        table: pa.Table = dt.to_pyarrow_dataset().to_table()
-        return table.select(schema.names).cast(schema)
+        return conform(dt.to_pyarrow_dataset().to_table(), schema)
     return RemoteFiles(uri, storage_options).read_delta_table(dt, "", schema)
 
 

@@ -460,7 +460,7 @@ class Visibility:
 
     def set_forgotten(self, forgotten: Forgotten) -> None:
         """Take a new ledger state. Remembered reads (heads, results) of an org stay valid when
-        none of its rows can be hidden by what the new state adds (`Forgotten.may_hide`):
+        none of its rows can be hidden by what the new state adds (`Forgotten.hideable`):
         every rule of the query matches a row's org to the reader's, so a forget in one org
         leaves the others' heads in place (rebuilding them cost each org's first read after
         a forget ~20-30 ms at 100k)."""

@@ -434,8 +434,8 @@ def test_positions_of_advanced_heads_are_the_sorted_positions_without_a_sort(dat
     above = data.draw(st.booleans(), label="appended rows after every older row")
     # distinct positions: the old heads' first, then those of the appended rows
     positions = data.draw(st.permutations(range(200)), label="positions")
-    old_rows = np.array(sorted(positions[:n]) if above else positions[:n], np.int64)
-    changed = [i for i in replaced] + list(range(n, n + fresh))
+    old_rows = np.array(positions[:n], np.int64)
+    changed = [*replaced, *range(n, n + fresh)]
     appended = positions[n : n + len(changed)]
     if above:
         appended = [p + 200 for p in appended]  # every appended row after every older one

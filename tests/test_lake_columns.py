@@ -1,4 +1,4 @@
-"""The column helpers the lake builds each appended chunk with (`lake.conform`, `lake._per_value`)."""
+"""The column helpers the lake builds each chunk it takes in with (`objectstore.conform`, `lake._per_value`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory_lakehouse.lake import _per_value, conform
+from memory_lakehouse.lake import _per_value
+from memory_lakehouse.objectstore import conform
 
 
 @given(
