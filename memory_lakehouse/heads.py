@@ -179,7 +179,8 @@ class OrgHeads:
     levels: dict[str, tuple[np.ndarray, dict[str, int]]]
     slot_values: dict[str, pa.Array]
     nbytes: int = 0
-    memo: dict[tuple[Any, ...], pa.Table] = field(default_factory=dict, repr=False)  # results served from this cell
+    #: results served from this cell: readers' positions (numpy) and tables (`query.Visibility._from_heads`)
+    memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
     memo_bytes: int = 0
     _by_subject: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     _order: np.ndarray | None = field(default=None, repr=False)
@@ -406,13 +407,16 @@ class OrgHeads:
 
         *snapshot* is the kind's Arrow snapshot the positions point into (for subject keys).
         """
-        idx = self._subject_rows(subject_key, snapshot) if subject_key is not None else np.arange(len(self.rows))
-        for col, value in (filters or {}).items():
-            picked = self._filtered(idx, col, value)
-            if picked is None:
-                return None
-            idx = picked
-        idx = idx[self._reader_mask(scope, idx)]
+        if subject_key is None and not filters:  # every head: the mask over the arrays, no gather through indices
+            idx = np.flatnonzero(self._reader_mask(scope))
+        else:
+            idx = self._subject_rows(subject_key, snapshot) if subject_key is not None else np.arange(len(self.rows))
+            for col, value in (filters or {}).items():
+                picked = self._filtered(idx, col, value)
+                if picked is None:
+                    return None
+                idx = picked
+            idx = idx[self._reader_mask(scope, idx)]
         if len(idx) > 1:  # sorted by (slot, depth): the last of each slot's run is the deepest
             lin = self.lineage[idx]
             idx = idx[np.append(lin[1:] != lin[:-1], True)]

@@ -243,11 +243,14 @@ def rows_to_pylist(table: pa.Table) -> list[dict[str, Any]]:
     schema = table.schema
     columns: list[list[Any]] = []
     for column, kind in zip(table.itercolumns(), schema.types, strict=True):
+        chunks = column.chunks  # each chunk's to_pylist: ChunkedArray.to_pylist costs ~4 µs more a column
         if kind.id == _TIMESTAMP_ID and kind.tz == "UTC" and kind.unit == "us":
-            micros = [v for chunk in column.chunks for v in chunk.view(pa.int64()).to_pylist()]
+            micros = [v for chunk in chunks for v in chunk.view(pa.int64()).to_pylist()]
             columns.append([None if v is None else _UTC_EPOCH + timedelta(microseconds=v) for v in micros])
+        elif len(chunks) == 1:
+            columns.append(chunks[0].to_pylist())
         else:
-            columns.append(column.to_pylist())
+            columns.append([v for chunk in chunks for v in chunk.to_pylist()])
     names = schema.names
     return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)] if columns else []
 

@@ -619,18 +619,41 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         self.trace(f"visible {kind}: {result.num_rows} row(s) for {principal.id} at {basis.describe()}")
         return result
 
-    def _from_heads(
+    def positions(
+        self,
+        kind: str,
+        principal: Principal,
+        basis: Basis,
+        *,
+        subject: str | None = None,
+        filters: Mapping[str, Any] | None = None,
+    ) -> np.ndarray:
+        """Snapshot positions (ascending) of the rows of *kind* the principal may be served at
+        *basis*: `rows` with ``columns=["_row"], ordered=False``, as a numpy array.
+
+        Recall wants only where its visible rows sit. From the slot heads that is a mask over
+        numpy arrays; building an Arrow table of them and reading it back cost ~0.1 ms a read.
+        Any read the heads cannot serve is the table's column.
+        """
+        if self.use_heads:
+            fast = self._head_positions(kind, principal, basis, subject, filters, ordered=False)
+            if fast is not None:
+                return fast[0]
+        rows = self.rows(kind, principal, basis, subject=subject, filters=filters, columns=["_row"], ordered=False)
+        return np.asarray(rows.column("_row").to_numpy(), dtype=np.int64)
+
+    def _head_positions(
         self,
         kind: str,
         principal: Principal,
         basis: Basis,
         subject: str | None,
         filters: Mapping[str, Any] | None,
-        columns: Sequence[str] | None,
         *,
-        ordered: bool = True,
-    ) -> pa.Table | None:
-        """The read served from the org's slot heads at the basis (`heads.OrgHeads`), or None.
+        ordered: bool,
+    ) -> tuple[np.ndarray, OrgHeads | None] | None:
+        """The read's positions picked from the org's slot heads at the basis (`heads.OrgHeads`), and
+        the heads (None when the org holds no rows of *kind*); None when the heads cannot serve it.
 
         The heads come from the query run once per org, snapshot and basis cell
         (`visibility_sql(..., per_scope=True)`); every reader of the org at an equivalent
@@ -654,46 +677,68 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             if not self._holds_rows(kind, org):
                 if self.tracers:
                     self.trace(f"visible {kind}: 0 row(s) for {principal.id}: no rows of {org}")
-                return self._nothing(kind, columns)
+                return _NO_POSITIONS_NP, None
             heads, source = self._heads_at(kind, org, basis)
+            if heads is None:
+                return _NO_POSITIONS_NP, None
+            memo_key = (principal.scope, subject, tuple(sorted(filters.items())), ordered)
+            positions = heads.memo.get(memo_key)
+            if positions is None:
+                idx = heads.visible(
+                    principal.scope,
+                    self.lake.all_rows(kind),
+                    subject_key=subject_key(subject) if subject is not None else None,
+                    filters=filters,
+                    ordered=ordered,
+                )
+                if idx is None:
+                    return None
+                positions = heads.rows[idx]
+                positions.flags.writeable = False  # handed to every reader of this cell
+                _remember(heads, memo_key, positions, positions.nbytes)
+            if self.tracers:
+                self.trace(
+                    f"visible {kind}: {len(positions)} row(s) for {principal.id} at {basis.describe()}, "
+                    f"picked from the org's slot heads ({source})"
+                )
+            return positions, heads
+
+    def _from_heads(
+        self,
+        kind: str,
+        principal: Principal,
+        basis: Basis,
+        subject: str | None,
+        filters: Mapping[str, Any] | None,
+        columns: Sequence[str] | None,
+        *,
+        ordered: bool = True,
+    ) -> pa.Table | None:
+        """The read served from the org's slot heads (`_head_positions`), as the rows' table, or None."""
+        with self._lock:
+            fast = self._head_positions(kind, principal, basis, subject, filters, ordered=ordered)
+            if fast is None:
+                return None
+            positions, heads = fast
+            if heads is None or not len(positions):
+                return self._nothing(kind, columns)
             memo_key = (
+                "rows",
                 principal.scope,
                 subject,
-                tuple(sorted(filters.items())),
+                tuple(sorted((filters or {}).items())),
                 None if columns is None else tuple(columns),
                 ordered,
             )
-            rows = heads.memo.get(memo_key) if heads is not None else None
+            rows = heads.memo.get(memo_key)
             if rows is None:
-                if heads is None:
-                    positions = pa.array([], pa.int64())
-                else:
-                    idx = heads.visible(
-                        principal.scope,
-                        self.lake.all_rows(kind),
-                        subject_key=subject_key(subject) if subject is not None else None,
-                        filters=filters,
-                        ordered=ordered,
-                    )
-                    if idx is None:
-                        return None
-                    positions = pa.array(heads.rows[idx], pa.int64())
-                rows = self._take(kind, positions, None if columns is None else [c for c in columns if c != "_row"])
+                at = pa.array(positions, pa.int64())
+                rows = self._take(kind, at, None if columns is None else [c for c in columns if c != "_row"])
                 if columns is not None and "_row" in columns:
-                    rows = rows.append_column("_row", positions)
-                if heads is not None:  # the same read again returns this very table (callers memoise on it)
-                    size = _table_bytes(rows)
-                    if len(heads.memo) >= CACHE_ENTRIES or heads.memo_bytes + size > HEAD_MEMO_BYTES:
-                        heads.memo.clear()
-                        heads.memo_bytes = 0
-                    heads.memo[memo_key] = rows
-                    heads.memo_bytes += size
-        if self.tracers:
-            self.trace(
-                f"visible {kind}: {rows.num_rows} row(s) for {principal.id} at {basis.describe()}, "
-                f"picked from the org's slot heads ({source})"
-            )
-        return rows
+                    rows = rows.append_column("_row", at)
+                # the same read again returns this very table (callers memoise on it)
+                _remember(heads, memo_key, rows, _table_bytes(rows))
+            return rows
 
     @staticmethod
     def check_filters(kind: str, filters: Mapping[str, Any] | None) -> None:
@@ -1304,6 +1349,15 @@ CACHE_ENTRIES = 256
 CACHE_BYTES = 64 * 2**20
 
 
+def _remember(heads: OrgHeads, key: tuple[Any, ...], result: Any, size: int) -> None:
+    """Keep a read's result on the cell that served it, within `CACHE_ENTRIES` and `HEAD_MEMO_BYTES`."""
+    if len(heads.memo) >= CACHE_ENTRIES or heads.memo_bytes + size > HEAD_MEMO_BYTES:
+        heads.memo.clear()
+        heads.memo_bytes = 0
+    heads.memo[key] = result
+    heads.memo_bytes += size
+
+
 def _table_bytes(table: pa.Table) -> int:
     """What a remembered result holds: its buffers' sizes. ``Table.nbytes`` walks every value's
     offsets (~0.1 ms for one taken row of 27 columns, twice per read); a read's result is a
@@ -1313,6 +1367,8 @@ def _table_bytes(table: pa.Table) -> int:
 
 
 _NO_POSITIONS = pa.array([], pa.int64())
+_NO_POSITIONS_NP = np.zeros(0, dtype=np.int64)
+_NO_POSITIONS_NP.flags.writeable = False
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)

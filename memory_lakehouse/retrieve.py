@@ -688,10 +688,7 @@ class Retriever:
                 if kind_filters:
                     self.vis.check_filters(kind, kind_filters)  # refused as a read would refuse it
                 continue  # nothing of the kind can be visible (~20 µs a kind through the read)
-            rows = self.vis.rows(
-                kind, principal, basis, subject=subject, filters=kind_filters, columns=["_row"], ordered=False
-            )
-            positions[kind] = rows.column("_row").to_numpy()
+            positions[kind] = self.vis.positions(kind, principal, basis, subject=subject, filters=kind_filters)
         return Candidates(self.lake, positions)
 
     def _texts(

@@ -77,6 +77,10 @@ def _compare(store, rng, readers, bases, *, reads=8):
                 kind, who, basis, subject=subject, filters=filters, columns=["record_id", "_row"], ordered=False
             )
             assert sorted(unordered.column("record_id").to_pylist()) == slow
+            # recall's read: the positions alone, as numpy, the same rows
+            at = store.vis.positions(kind, who, basis, subject=subject, filters=filters)
+            ids = store.lake.all_rows(kind).column("record_id").take(at).to_pylist()
+            assert sorted(ids) == slow, (kind, who.scope, basis.describe(), subject, filters)
             if subject is None and filters is None:  # served from the heads
                 positions = unordered.column("_row").to_numpy()
                 assert (np.diff(positions) > 0).all(), (kind, who.scope, basis.describe())
