@@ -19,7 +19,7 @@ for the caller's exact paths, as before.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,14 +80,17 @@ class OrgRows:
     def catch_up(
         self,
         lake: Lake,
-        org: str,
+        appended: Callable[[str, int], pa.Table],
         partition: object | None,
         labels_of: Mapping[str, int],
         bm25: object | None,
         docs_of: Mapping[str, int],
     ) -> None:
         """Bring the map in step with the snapshots, *partition* (its id -> label map is
-        *labels_of*) and the BM25 model *bm25* (*docs_of*: id -> document)."""
+        *labels_of*) and the BM25 model *bm25* (*docs_of*: id -> document).
+
+        *appended(kind, start)* gives the org's indexable rows (`indexable_mask`) of *kind*
+        from snapshot position *start* on: their positions (``_row``) and ``record_id``."""
         remap_labels = partition is not self._partition
         remap_docs = bm25 is not self._bm25
         grown = not remap_labels and len(labels_of) != self._partition_size
@@ -104,10 +107,9 @@ class OrgRows:
             snapshot = lake.all_rows(kind)
             held = len(rows.positions)  # rows mapped before this call: the ones a new map must map again
             if snapshot.num_rows > rows.seen:
-                tail = snapshot.slice(rows.seen)
-                mask = indexable_mask(tail, org)
-                picked = np.flatnonzero(mask.to_numpy(zero_copy_only=False)) + rows.seen
-                ids = tail.column("record_id").filter(mask).to_pylist()
+                tail = appended(kind, rows.seen)
+                picked = tail.column("_row").to_numpy()
+                ids = tail.column("record_id").to_pylist()
                 rows.positions = np.concatenate([rows.positions, picked.astype(np.int64)])
                 rows.labels = np.concatenate([rows.labels, _lookup(labels_of, ids)])
                 rows.docs = np.concatenate([rows.docs, _lookup(docs_of, ids)])

@@ -799,3 +799,35 @@ def test_search_text_of_a_row_is_what_search_text_gives_its_table_for_every_kind
             continue
         table = pa.table({c: pa.array([r[c] for r in rows], pa.string()) for c in spec.text_columns})
         assert [spec.search_text_of(r) for r in rows] == spec.search_text(table).to_pylist(), kind
+
+
+def test_an_appended_tail_read_once_for_every_caller_is_what_each_would_read_alone(hstore, clock):
+    """The org's rows appended since a cursor (`Retriever._appended`) are read once per snapshot
+    for the index's catch-up, the BM25 count and the position map: whatever columns a caller
+    asks, it gets the rows its own read of the tail returns, and a later append is read anew."""
+    from memory_lakehouse.candidates import indexable_mask
+    from memory_lakehouse.records import SPECS
+    from memory_lakehouse.retrieve import _LAYOUT_COLUMNS
+
+    GLOBEX = ml.Principal("gina", ml.Scope("globex"), role="steward")
+    seed(hstore, 20)
+    hstore.recall("plan", by=MEMBER)
+    start = hstore.lake.all_rows("fact").num_rows
+    for step in range(3):
+        clock.advance(minutes=5)
+        hstore.write(fact(f"customer:t{step}", "plan", f"tail plan {step}", day(2)), by=MEMBER)
+        hstore.write(fact("customer:c1", "plan", f"moved {step}", day(3 + step), scope=ORG), by=STEWARD)
+        hstore.write(fact(f"customer:g{step}", "plan", "elsewhere", day(2), scope=ml.Scope("globex")), by=GLOBEX)
+        tail = hstore.lake.all_rows("fact").slice(start)
+        mask = indexable_mask(tail, "acme")
+        alone = {
+            "_row": (np.flatnonzero(mask.to_numpy(zero_copy_only=False)) + start).tolist(),
+            "search_text": SPECS["fact"].search_text(tail.filter(mask)).to_pylist(),
+        }
+        for name in ("record_id", "division", "team", "actor"):
+            alone[name] = tail.column(name).filter(mask).to_pylist()
+        assert len(alone["_row"]) == 2 * (step + 1)  # acme's rows since the cursor, not globex's
+        for columns in (("_row", "record_id"), ("record_id",), _LAYOUT_COLUMNS, ("record_id",)):
+            got = hstore.retriever._appended("acme", "fact", start, columns)
+            assert got.column_names == list(columns)
+            assert {name: got.column(name).to_pylist() for name in columns} == {name: alone[name] for name in columns}
