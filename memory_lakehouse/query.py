@@ -640,7 +640,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             if fast is not None:
                 return fast[0]
         rows = self.rows(kind, principal, basis, subject=subject, filters=filters, columns=["_row"], ordered=False)
-        return np.asarray(rows.column("_row").to_numpy(), dtype=np.int64)
+        return np.sort(np.asarray(rows.column("_row").to_numpy(), dtype=np.int64))  # the query's order is its own
 
     def _head_positions(
         self,

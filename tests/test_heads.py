@@ -81,6 +81,12 @@ def _compare(store, rng, readers, bases, *, reads=8):
             at = store.vis.positions(kind, who, basis, subject=subject, filters=filters)
             ids = store.lake.all_rows(kind).column("record_id").take(at).to_pylist()
             assert sorted(ids) == slow, (kind, who.scope, basis.describe(), subject, filters)
+            assert (np.diff(at) > 0).all(), (kind, who.scope, basis.describe(), subject, filters)
+            store.vis.use_heads = False  # the per-reader query's positions: the same, in the same order
+            try:
+                assert store.vis.positions(kind, who, basis, subject=subject, filters=filters).tolist() == at.tolist()
+            finally:
+                store.vis.use_heads = True
             if subject is None and filters is None:  # served from the heads
                 positions = unordered.column("_row").to_numpy()
                 assert (np.diff(positions) > 0).all(), (kind, who.scope, basis.describe())
