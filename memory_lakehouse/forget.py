@@ -21,6 +21,7 @@ machine's copy is rebuilt without the erased rows when that machine next loads i
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 import uuid
@@ -135,6 +136,8 @@ class Ledger:
         #: when a read asks the ledger's log for news (the store's, shared with its tables)
         self.freshness = freshness
         self._remote = None if "://" not in uri or uri.startswith("file://") else RemoteFiles(uri, storage_options)
+        #: where a local ledger's next commit file would appear (a string: a pathlib probe cost ~30 µs a read)
+        self._log_dir = str(Path(uri) / "_delta_log")
         self._lock = threading.RLock()
         try:
             with storage_errors(f"open the deletion ledger at {uri}"):
@@ -169,7 +172,7 @@ class Ledger:
             if self._remote is not None:
                 if self._remote.read_if_exists(commit_file(self._version + 1)) is None:
                     return False
-            elif not (Path(self.uri) / "_delta_log" / f"{self._version + 1:020d}.json").exists():
+            elif not os.path.exists(f"{self._log_dir}/{self._version + 1:020d}.json"):
                 return False
         try:
             self._dt.update_incremental()
