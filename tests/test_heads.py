@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
-from memory_lakehouse.heads import SortedCodes
+from memory_lakehouse.heads import ADDED_CODES, SortedCodes
 from memory_lakehouse.lake import take_rows
 from memory_lakehouse.query import bases_table
 
@@ -403,24 +403,43 @@ def test_two_versions_of_a_new_slot_written_between_reads_advance_to_the_later_o
 
 @given(
     held=st.lists(st.text(max_size=12), unique=True, max_size=40),
-    more=st.lists(st.text(max_size=40), unique=True, max_size=10),
+    batches=st.lists(st.lists(st.text(max_size=40), unique=True, max_size=20), max_size=8),
 )
 @settings(max_examples=200, deadline=None)
-def test_sorted_codes_answer_as_a_dict_of_the_same_values(held, more):
+def test_sorted_codes_answer_as_a_dict_of_the_same_values(held, batches):
     """`SortedCodes` (the heads' lineage codes) give each value the code a dict would, one at
-    a time or many at once, after additions too, for any text (a NUL at the end, longer
-    values than any held)."""
-    more = [v for v in more if v not in held]
+    a time or many at once, after additions too (a few waiting beside the sorted arrays, more
+    sorted in: `ADDED_CODES`), for any text (a NUL at the end, longer values than any held)."""
     codes = SortedCodes.of(held)
-    grown = codes.with_added(more)
-    as_dict = {v: i for i, v in enumerate(held + more)}
-    for value in [*held, *more, "absent", "", "\x00"]:
+    grown, everything, sorted_in = codes, list(held), False
+    for batch in batches:
+        more = [v for v in batch if v not in everything]
+        before, grown = grown, grown.with_added(more)
+        sorted_in |= len(grown.values) > len(before.values)
+        everything += more
+        assert len(before) == len(everything) - len(more)  # the cell it grew from keeps its codes
+    as_dict = {v: i for i, v in enumerate(everything)}
+    for value in [*everything, "absent", "", "\x00"]:
         assert grown.get(value) == as_dict.get(value)
         assert codes.get(value) == (as_dict[value] if value in held else None)  # the old codes are unchanged
     assert len(grown) == len(as_dict) and len(codes) == len(held)
-    asked = [*more, *held, "absent", "\x00"]
+    asked = [*everything[len(held) :], *held, "absent", "\x00"]
     assert grown.get_many(asked) == {v: as_dict[v] for v in asked if v in as_dict}  # one search for many
     assert codes.get_many(asked) == {v: as_dict[v] for v in asked if v in held}
+    assert sorted_in == (len(everything) - len(held) > ADDED_CODES)  # waiting ones sorted in past the bound
+
+
+def test_values_waiting_beside_the_sorted_codes_are_sorted_in_with_their_codes():
+    """Past `ADDED_CODES` waiting values, `with_added` sorts them into the arrays: every value
+    keeps the code it was given when added, whichever batch it came in."""
+    held = [f"lin-{i:03d}" for i in range(0, 300, 3)]
+    codes, everything = SortedCodes.of(held), list(held)
+    for start in range(1, 3 * (ADDED_CODES + 20), 7):
+        more = [f"lin-{i:03d}" for i in range(start, start + 5) if i % 3]
+        codes = codes.with_added(more)
+        everything += more
+        assert codes.get_many(everything) == {v: i for i, v in enumerate(everything)}
+    assert len(codes.values) > len(held)  # some were sorted in, some may wait
 
 
 def test_a_value_longer_than_every_held_one_is_not_found_by_its_prefix():
