@@ -809,7 +809,7 @@ def test_an_appended_tail_read_once_for_every_caller_is_what_each_would_read_alo
     from memory_lakehouse.records import SPECS
     from memory_lakehouse.retrieve import _LAYOUT_COLUMNS
 
-    GLOBEX = ml.Principal("gina", ml.Scope("globex"), role="steward")
+    globex = ml.Principal("gina", ml.Scope("globex"), role="steward")
     seed(hstore, 20)
     hstore.recall("plan", by=MEMBER)
     start = hstore.lake.all_rows("fact").num_rows
@@ -817,7 +817,7 @@ def test_an_appended_tail_read_once_for_every_caller_is_what_each_would_read_alo
         clock.advance(minutes=5)
         hstore.write(fact(f"customer:t{step}", "plan", f"tail plan {step}", day(2)), by=MEMBER)
         hstore.write(fact("customer:c1", "plan", f"moved {step}", day(3 + step), scope=ORG), by=STEWARD)
-        hstore.write(fact(f"customer:g{step}", "plan", "elsewhere", day(2), scope=ml.Scope("globex")), by=GLOBEX)
+        hstore.write(fact(f"customer:g{step}", "plan", "elsewhere", day(2), scope=ml.Scope("globex")), by=globex)
         tail = hstore.lake.all_rows("fact").slice(start)
         mask = indexable_mask(tail, "acme")
         alone = {
