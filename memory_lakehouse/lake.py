@@ -56,7 +56,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 from urllib.parse import unquote
 from zoneinfo import ZoneInfo
 
@@ -83,9 +83,11 @@ from .objectstore import (
 )
 from .records import SPECS, STATS_COLUMNS, TS, subject_key
 from .slots import SlotRows
+from .snapshot_gate import SnapshotGate, run_read
 from .time import StoreClock
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 META_PREFIX = "memlake."
 LOG_RETENTION = "interval 36500 days"
@@ -544,6 +546,9 @@ class Lake:
         self.commit_record = CommitRecord(f"{self.root}/{COMMITS_TABLE}", storage_options=self.storage_options)
         self.clock = clock or StoreClock()
         self._lock = threading.RLock()
+        #: reads hold snapshots still; a move to a new epoch waits for the reads in flight
+        self.gate = SnapshotGate(self._lock)
+        self._pending_unchecked = False  # a refresh let go before completing transactions: the next one does
         self._handles: dict[str, DeltaTable] = {}  # what reads reload from: advanced only by the log
         self._writers: dict[str, DeltaTable] = {}  # what appends go through (see `_write_handle`)
         self.views: dict[str, TableView] = {k: TableView(k) for k in SPECS}
@@ -806,11 +811,17 @@ class Lake:
             v += 1
         return v
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        """One public read: each table's log is asked at most once inside (see `objectstore.Freshness`)."""
-        with self.freshness.reading():
-            yield
+    def run_read(self, read: Callable[[], T]) -> T:
+        """One public read: every snapshot it reads stays in its epoch until it ends
+        (`snapshot_gate`), and each table's log is asked at most once inside
+        (`objectstore.Freshness`). Run again from the start when a snapshot had to move
+        under it; nested reads share the outermost one's hold and probes."""
+
+        def fresh() -> T:
+            with self.freshness.reading():
+                return read()
+
+        return run_read(self.gate, fresh, self.refresh)
 
     def refresh(self, kinds: Iterable[str] | None = None, *, force: bool = False) -> bool:
         """Bring views up to date with the log; return True when anything changed.
@@ -821,24 +832,29 @@ class Lake:
         """
         changed: list[str] = []
         with self._lock:
-            todo = list(kinds) if kinds is not None else list(SPECS)
-            asked: set[str] = set()
-            while todo:
-                kind = todo.pop(0)
-                if kind in asked or kind not in self.views:
-                    continue
-                asked.add(kind)
-                if not force and not self.freshness.wants_probe(kind):
-                    continue
-                self._named = set()
-                if self._refresh_table(kind, force):
-                    changed.append(kind)
-                self.freshness.probed(kind)
-                todo.extend(sorted((self._named | self._awaited(kind)) - asked))
-            if changed:
-                self._complete_pending()
-                self._known = None
-                self.generation += 1
+            try:
+                todo = list(kinds) if kinds is not None else list(SPECS)
+                asked: set[str] = set()
+                while todo:
+                    kind = todo.pop(0)
+                    if kind in asked or kind not in self.views:
+                        continue
+                    asked.add(kind)
+                    if not force and not self.freshness.wants_probe(kind):
+                        continue
+                    self._named = set()
+                    if self._refresh_table(kind, force):
+                        changed.append(kind)
+                        self._pending_unchecked = True
+                    self.freshness.probed(kind)
+                    todo.extend(sorted((self._named | self._awaited(kind)) - asked))
+                if self._pending_unchecked:  # also left over by a refresh a read let go of halfway
+                    self._pending_unchecked = False
+                    self._complete_pending()
+            finally:  # also when a read let go of a refresh halfway (`SnapshotMoved`): what it took in counts
+                if changed:
+                    self._known = None
+                    self.generation += 1
         return bool(changed)
 
     def _awaited(self, kind: str) -> set[str]:
@@ -1008,12 +1024,18 @@ class Lake:
         version = dt.version()
         if version == view.version:
             return False
-        for commit in self._commits_between(kind, dt, view.version, version):
-            self._record_commit(view, commit)
         adds = pa.table(dt.get_add_actions(flatten=False))
         current = {unquote(p) for p in adds.column("path").to_pylist()} if adds.num_rows else set()
         schema = SPECS[kind].schema
         whole = view.rows is None or not view.paths <= current
+        if whole and view.rows is not None:
+            move = self.gate.may_move()  # a new epoch: not under a read in flight (`snapshot_gate`)
+            if move == "again":  # waited for the reads in flight, the lock let go: look again
+                return self._reload(kind)
+            if move == "later":
+                return False
+        for commit in self._commits_between(kind, dt, view.version, version):
+            self._record_commit(view, commit)
         if whole:
             view.epoch += 1
             view.spans = []
@@ -1078,6 +1100,13 @@ class Lake:
                 continue
             txns = set(view.rows.filter(pending).column("txn_id").to_pylist())
             if any(c is not None and c.is_memory and self._complete(c) for c in map(view.by_txn.get, txns)):
+                move = self.gate.may_move()  # a new epoch: not under a read in flight (`snapshot_gate`)
+                if move == "again":
+                    self._complete_pending()
+                    return
+                if move == "later":
+                    self._pending_unchecked = True
+                    continue
                 raw = view.rows.drop_columns(list(SYSTEM_COLUMNS))
                 view.epoch += 1
                 view.rows = None

@@ -25,7 +25,6 @@ and "what was true on day 10" keeps working after the day-14 update.
 from __future__ import annotations
 
 import functools
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,6 +43,7 @@ from .heads import HEAD_KEY, SCOPE_LEVELS, SLOT_COLUMNS, SUBJECT_IN_SLOT, OrgHea
 from .lake import SYSTEM_COLUMNS, Lake, take_rows
 from .records import SPECS, subject_key
 from .scope import Principal
+from .snapshot_gate import ReadLock
 from .time import Basis, require_aware
 
 Tracer = Callable[[str, Mapping[str, Any]], None]
@@ -434,7 +434,7 @@ class Visibility:
         # DuckDB draws a progress bar on stdout for a query past two seconds (a replay at 1M
         # rows, a first mirror): it would land in the middle of `memlake ... --json` output
         self.con.execute("SET enable_progress_bar = false")
-        self._lock = threading.RLock()
+        self._lock = ReadLock(lake.gate)  # a section under it is a read: its snapshots stay in their epoch
         self._mirrored: dict[str, tuple[int, int, int]] = {}  # kind -> (epoch, chunks applied, rows)
         self._hidden_for: dict[str, Forgotten] = {}  # kind -> the ledger state its `hidden` reflects
         self._forgotten: Forgotten = Forgotten()

@@ -30,6 +30,7 @@ tagged with the table versions it reflects and rebuilt from the store on demand.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import re
@@ -361,7 +362,8 @@ class Retriever:
     def _warm(self, _: bool) -> None:
         try:
             for org in self.known_orgs():
-                self.sync(org)
+                # a read: another thread's rewrite cannot move the snapshot under the catch-up's cursors
+                self.lake.run_read(functools.partial(self.sync, org))
         except Exception as exc:  # a background build must never take the process down: recall retries
             log.warning("background index build failed (recall will build what it needs): %s", exc)
 

@@ -127,11 +127,11 @@ def open(
 
 
 def _read(method: Callable[Concatenate[MemoryStore, P], R]) -> Callable[Concatenate[MemoryStore, P], R]:
-    """A public read: each table's log is asked at most once while it runs (`Lake.reading`)."""
+    """A public read: one snapshot of each table from start to end, each table's log asked at
+    most once while it runs (`Lake.run_read`)."""
 
     def read(self: MemoryStore, *args: P.args, **kwargs: P.kwargs) -> R:
-        with self.lake.reading():
-            return method(self, *args, **kwargs)
+        return self.lake.run_read(lambda: method(self, *args, **kwargs))
 
     return cast("Callable[Concatenate[MemoryStore, P], R]", functools.wraps(method)(read))
 
@@ -652,7 +652,8 @@ class MemoryStore:
         self._check_open()
         self.lake.refresh()
         orgs = [org] if org is not None else self.retriever.known_orgs()
-        return self.retriever.rebuild(orgs)
+        # a read: another thread's rewrite cannot move a snapshot while the rows are read
+        return self.lake.run_read(lambda: self.retriever.rebuild(orgs))
 
     @_read
     def episodes(
@@ -787,7 +788,11 @@ class MemoryStore:
         return run_purge(self, by, grace=grace, dry_run=dry_run)
 
     def _purge_index(self, erased_by_org: Mapping[str, set[str]]) -> builtins.list[str]:
-        """Rebuild the index partitions that held erased records; drop every cache."""
+        """Rebuild the index partitions that held erased records; drop every cache. A read:
+        another thread's rewrite cannot move a snapshot while the rows are read."""
+        return self.lake.run_read(lambda: self._rebuild_purged(erased_by_org))
+
+    def _rebuild_purged(self, erased_by_org: Mapping[str, set[str]]) -> builtins.list[str]:
         orgs = [
             org for org in self.retriever.index.orgs() if org in erased_by_org or self._partition_holds_gone_rows(org)
         ]

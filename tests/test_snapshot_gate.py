@@ -1,0 +1,224 @@
+"""A read holds one snapshot of each table from start to end, whatever other threads rewrite meanwhile.
+
+Recall picks its visible rows as positions in a kind's snapshot and takes the winners
+by those positions later. A purge in another thread rewrote the table in between, and
+the acme reader was handed globex's facts. The threads here are real; the reader is
+paused between its pick and its take by a hook, and the rewriter is seen waiting at the
+gate (`SnapshotGate.waiting`) before the reader goes on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import memory_lakehouse as ml
+from memory_lakehouse import retrieve
+from memory_lakehouse.embed import HashingEmbedder
+from memory_lakehouse.records import Fact
+from memory_lakehouse.scope import Principal, Scope
+from memory_lakehouse.snapshot_gate import SnapshotGate, SnapshotMoved, run_read
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+ACME = Principal("ann", Scope("acme"), role="curator")
+GLOBEX = Principal("gus", Scope("globex"), role="curator")
+GLOBEX_DPO = Principal("dpo", Scope("globex"), role="steward")
+PATIENCE = 60.0  # seconds a thread is given to reach a point of the story (liveness, not speed)
+
+
+def _two_orgs(root: str) -> ml.MemoryStore:
+    """Facts of acme and globex interleaved, globex's last; one globex customer forgotten (a purge rewrites)."""
+    store = ml.open(root, embedder=HashingEmbedder(dim=64))
+    for i in range(30):
+        store.write(Fact(f"cust{i}", "plan", f"globex plan {i}", T0, source="crm"), by=GLOBEX)
+        store.write(Fact(f"acme{i}", "plan", f"acme plan {i}", T0, source="crm"), by=ACME)
+    for i in range(10):
+        store.write(Fact(f"tail{i}", "plan", f"globex tail {i}", T0, source="crm"), by=GLOBEX)
+    store.forget("cust0", by=GLOBEX_DPO, reason="erasure request")
+    return store
+
+
+class _PausedRecall:
+    """Runs a recall in a thread of its own that stops after picking its visible rows until released."""
+
+    def __init__(self, store: ml.MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.paused, self.resume, self.calls = threading.Event(), threading.Event(), 0
+        self.hits: list[Any] | None = None
+        original = retrieve.Retriever._visible
+
+        def visible(retriever: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(retriever, *args, **kwargs)
+            if threading.current_thread() is self.thread:
+                self.paused.set()
+                assert self.resume.wait(PATIENCE)
+            return out
+
+        monkeypatch.setattr(retrieve.Retriever, "_visible", visible)
+        self.thread = threading.Thread(target=lambda: setattr(self, "hits", store.recall("plan", by=ACME, k=20)))
+        self.thread.start()
+        assert self.paused.wait(PATIENCE)
+
+    def finish(self) -> list[Any]:
+        self.resume.set()
+        self.thread.join(PATIENCE)
+        assert self.hits is not None
+        return self.hits
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        assert time.monotonic() < deadline, "the other thread never reached the gate"
+        time.sleep(0.005)
+
+
+def test_a_purge_in_another_thread_waits_for_a_recall_in_flight_and_the_reader_sees_only_its_org(tmp_path, monkeypatch):
+    store = _two_orgs(str(tmp_path / "s"))
+    epoch = store.lake.views["fact"].epoch
+    reader = _PausedRecall(store, monkeypatch)
+    purge = threading.Thread(target=lambda: store.purge(by=GLOBEX_DPO))
+    purge.start()
+    _until(lambda: store.lake.gate.waiting == 1)
+    assert store.lake.views["fact"].epoch == epoch  # the rewrite waits while the recall holds its positions
+    hits = reader.finish()
+    purge.join(PATIENCE)
+    assert store.lake.views["fact"].epoch > epoch  # and lands once the recall is done
+    assert len(hits) == 20 and {h.record.scope.org for h in hits} == {"acme"}
+    assert {h.record.scope.org for h in store.recall("plan", by=ACME, k=50)} == {"acme"}
+
+
+def test_a_read_that_must_take_in_another_process_rewrite_while_a_read_is_in_flight_runs_again(tmp_path, monkeypatch):
+    root = str(tmp_path / "s")
+    store = _two_orgs(root)
+    epoch = store.lake.views["fact"].epoch
+    reader = _PausedRecall(store, monkeypatch)
+    ml.open(root, embedder=HashingEmbedder(dim=64)).purge(by=GLOBEX_DPO)  # another process rewrites meanwhile
+    answers: list[str] = []
+    may_move = store.lake.gate.may_move
+
+    def told() -> str:
+        try:
+            answers.append(may_move())
+        except SnapshotMoved:
+            answers.append("run the read again")
+            raise
+        return answers[-1]
+
+    monkeypatch.setattr(store.lake.gate, "may_move", told)
+    got: dict[str, Any] = {}
+    other = threading.Thread(target=lambda: got.setdefault("hits", store.recall("globex", by=GLOBEX, k=50)))
+    other.start()
+    _until(lambda: store.lake.gate.waiting == 1)  # its read let go; it waits outside any read to move
+    assert store.lake.views["fact"].epoch == epoch
+    hits = reader.finish()
+    other.join(PATIENCE)
+    assert len(hits) == 20 and {h.record.scope.org for h in hits} == {"acme"}
+    assert got["hits"] and {h.record.scope.org for h in got["hits"]} == {"globex"}
+    assert "cust0" not in {h.record.subject for h in got["hits"]}
+    # abandoned inside its read, waited outside it, moved, and ran again on the moved snapshot
+    assert answers[:2] == ["run the read again", "again"] and answers[2] == "now"
+    assert store.lake.views["fact"].epoch > epoch
+
+
+# --------------------------------------------------------------------------- the gate's rules
+
+
+def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, threading.Event, threading.Event]:
+    """Run *fn* inside a read in another thread; it holds the read until told to let go."""
+    entered, release = threading.Event(), threading.Event()
+
+    def run() -> None:
+        fn()
+        entered.set()
+        assert release.wait(PATIENCE)
+
+    return threading.Thread(target=run), entered, release
+
+
+def test_one_thread_alone_moves_at_once_inside_or_outside_a_read():
+    gate = SnapshotGate(threading.RLock())
+    assert gate.may_move() == "now"
+    with gate.reading(restartable=True):
+        assert gate.may_move() == "now"
+    with gate.reading():
+        assert gate.may_move() == "now"
+
+
+def test_with_another_read_in_flight_a_read_run_again_is_abandoned_and_one_that_cannot_be_keeps_its_snapshot():
+    lock = threading.RLock()
+    gate = SnapshotGate(lock)
+    held = threading.Event()
+
+    def hold() -> None:
+        with gate.reading():
+            held.set()
+            assert release.wait(PATIENCE)
+
+    release = threading.Event()
+    other = threading.Thread(target=hold)
+    other.start()
+    assert held.wait(PATIENCE)
+    with lock, gate.reading():
+        assert gate.may_move() == "later"
+    with pytest.raises(SnapshotMoved), lock, gate.reading(restartable=True):
+        gate.may_move()
+    release.set()
+    other.join(PATIENCE)
+
+
+def test_a_mover_outside_any_read_waits_until_the_reads_in_flight_end_then_looks_again():
+    lock = threading.RLock()
+    gate = SnapshotGate(lock)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.reading():
+            held.set()
+            assert release.wait(PATIENCE)
+
+    other = threading.Thread(target=hold)
+    other.start()
+    assert held.wait(PATIENCE)
+    answer: list[str] = []
+    mover = threading.Thread(target=lambda: answer.append(_move(lock, gate)))
+    mover.start()
+    _until(lambda: gate.waiting == 1)
+    assert not answer  # still waiting while the read is in flight
+    release.set()
+    mover.join(PATIENCE)
+    other.join(PATIENCE)
+    assert answer == ["again"]
+
+
+def _move(lock: threading.RLock, gate: SnapshotGate) -> str:
+    with lock:
+        return gate.may_move()
+
+
+def test_run_read_runs_a_read_again_after_settling_outside_it_and_an_inner_read_passes_the_signal_out():
+    gate = SnapshotGate(threading.RLock())
+    tries: list[bool] = []
+    settled: list[bool] = []
+
+    def read() -> str:
+        tries.append(gate.is_reading())
+        if len(tries) == 1:
+            raise SnapshotMoved
+        return "done"
+
+    assert run_read(gate, read, lambda: settled.append(gate.is_reading())) == "done"
+    assert tries == [True, True] and settled == [False]
+
+    def outer() -> str:
+        if not settled[1:]:
+            with pytest.raises(SnapshotMoved):
+                run_read(gate, lambda: (_ for _ in ()).throw(SnapshotMoved), lambda: None)
+            raise SnapshotMoved
+        return "outer done"
+
+    assert run_read(gate, outer, lambda: settled.append(True)) == "outer done"
