@@ -1145,6 +1145,26 @@ class Lake:
         rows = rows.append_column("commit_version", _per_value(txn_ids, version, pa.int64()))
         return rows.append_column("actor_key", _per_value(rows.column("actor"), subject_key, pa.string()))
 
+    def snapshot(self, kind: str) -> tuple[int, pa.Table]:
+        """*kind*'s epoch and its rows (`all_rows`), read together: a consumer keeping a cursor
+        (epoch, rows seen) must not pair an epoch with rows a later append grew (`appended`)."""
+        with self._lock:
+            return self.views[kind].epoch, self.all_rows(kind)
+
+    def appended(self, kind: str) -> tuple[int, AppendedChunks]:
+        """*kind*'s epoch and the tables appended since it began, read together.
+
+        A view's rows, spans and epoch change together under this lock (a write's refresh in
+        another thread appends while reads run). Read apart, a consumer could pair the rows
+        of one moment with the spans of the next: the DuckDB mirror counted a chunk it had
+        not inserted as applied, gave every later row the position of another, and an
+        initech reader was served globex's rows until the next epoch
+        (tests/test_snapshot_gate.py).
+        """
+        with self._lock:
+            view = self.views[kind]
+            return view.epoch, AppendedChunks(view.rows, list(view.spans))
+
     def slot_rows(self, kind: str) -> SlotRows:
         """Where each slot's rows are in the snapshot (`all_rows`), as of now: every lineage id with
         a row (a superset of the live ones), and the positions of a slot's rows. Kept up with the

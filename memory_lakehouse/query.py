@@ -497,14 +497,14 @@ class Visibility:
     def _register(self, kind: str) -> str:
         """Keep the native mirror of *kind* in step with the lake and the ledger."""
         name = f"rows_{kind}"
-        view = self.lake.views[kind]
+        now, chunks = self.lake.appended(kind)  # one reading of the view: a write may append meanwhile
         self._register_ledger()
         epoch, applied, offset = self._mirrored.get(kind, (-1, 0, 0))
-        if epoch != view.epoch:
+        if epoch != now:
             self.con.execute(f"DROP TABLE IF EXISTS {name}")
             applied, offset = 0, 0
             self._hidden_for.pop(kind, None)
-        pending = view.chunks[applied:]
+        pending = chunks[applied:]
         if pending:  # everything appended since, in one statement (reads served from the heads let it lag)
             # one chunk: DuckDB's scan of an Arrow table costs per chunk, and a mirror that lagged
             # behind a thousand one-row appends took 145 ms to catch up as a thousand chunks, 50 as one
@@ -524,12 +524,12 @@ class Visibility:
             if pc.any(pc.equal(chunk.column("status"), "retracted")).as_py():
                 self._mark_retractions(name, since_row=offset)
             offset += chunk.num_rows
-            applied = len(view.chunks)
-        if epoch != view.epoch and not view.chunks:
+            applied = len(chunks)
+        if epoch != now and not chunks:
             self.con.execute(self._create_empty(kind, name))
             self.con.unregister("_mirror_src")
-        inserted = (view.epoch, applied, offset) != (epoch, *self._mirrored.get(kind, (-1, 0, 0))[1:])
-        self._mirrored[kind] = (view.epoch, applied, offset)
+        inserted = (now, applied, offset) != (epoch, *self._mirrored.get(kind, (-1, 0, 0))[1:])
+        self._mirrored[kind] = (now, applied, offset)
         if self._hidden_for.get(kind) is not self._forgotten:
             self.con.execute(f"UPDATE {name} AS t SET hidden = NOT ({forgotten_sql('t')})")
             self._hidden_for[kind] = self._forgotten
@@ -843,12 +843,13 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 continue
             if _between(cell.known_bounds, cell.known_at, k) or _between(cell.valid_bounds, cell.valid_at, v):
                 continue
-            view = self.lake.views[kind]
             ledger = self._forgotten
             names = _advance_columns(kind, ledger=not ledger.empty)
             parts = []
-            for index, first in self._boundaries(kind).chunks[org][c_appends:]:
-                chunk = view.chunks[index]
+            named = self._boundaries(kind).chunks[org][c_appends:]
+            chunks = self.lake.appended(kind)[1]  # read after the boundaries: it holds every chunk they name
+            for index, first in named:
+                chunk = chunks[index]
                 positions = pa.array(np.arange(first, first + chunk.num_rows, dtype=np.int64))
                 # only the columns the advance reads: a filter or take costs ~15 µs a column
                 part = chunk.select(names).append_column("_row", positions)
@@ -1153,11 +1154,11 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             self._cache_bytes -= _table_bytes(self._cache.popitem(last=False)[1][3])
 
     def _boundaries(self, kind: str) -> _Boundaries:
-        view = self.lake.views[kind]
+        epoch, chunks = self.lake.appended(kind)  # one reading of the view: a write may append meanwhile
         bounds = self._bounds.get(kind)
-        if bounds is None or bounds.epoch != view.epoch:
-            bounds = self._bounds[kind] = _Boundaries(view.epoch)
-        for chunk in view.chunks[bounds.applied :]:
+        if bounds is None or bounds.epoch != epoch:
+            bounds = self._bounds[kind] = _Boundaries(epoch)
+        for chunk in chunks[bounds.applied :]:
             bounds.add(chunk)
         return bounds
 

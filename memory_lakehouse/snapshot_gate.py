@@ -23,9 +23,12 @@ snapshot asks it first (`may_move`, holding the lake's lock):
 - the mover is inside a read that cannot be run again (a write's own lookup of its slots):
   the move waits for a later refresh, and that read is served the snapshot it began on.
 
-A read never waits at the gate: a thread entering a read may hold other locks (the
-retriever's, a writer's) that a read in flight needs. One thread alone never waits nor
-runs a read twice.
+A public read (`run_read`) entering while a mover waits lets it go first: readers that
+follow one another without a gap would otherwise hold a move back for ever (three reader
+threads in a loop did). It holds no lock of the store's, so a read in flight cannot be
+waiting for it. Other sections (`query.Visibility`'s, entered by writes too) never wait
+at the gate: the thread may hold a lock (a writer's, the ledger's) a read in flight needs.
+One thread alone never waits nor runs a read twice.
 """
 
 from __future__ import annotations
@@ -65,14 +68,17 @@ class SnapshotGate:
     def enter(self, *, restartable: bool = False) -> None:
         """`reading` as two calls (for a lock object that is also a read: `ReadLock`)."""
         depth: int = getattr(self._depth, "n", 0)
-        self._depth.n = depth + 1
         if depth:
+            self._depth.n = depth + 1
             return
         me = threading.get_ident()
         with self._changed:
-            self._readers.add(me)
-            if restartable:
+            if restartable:  # a public read holds no lock a read in flight needs: it lets movers go first
+                while self.waiting:
+                    self._changed.wait()
                 self._restartable.add(me)
+            self._readers.add(me)
+        self._depth.n = 1
 
     def leave(self) -> None:
         depth: int = self._depth.n - 1
@@ -110,6 +116,7 @@ class SnapshotGate:
                 self._changed.wait()
         finally:
             self.waiting -= 1
+            self._changed.notify_all()  # the public reads waiting for movers to go first
         return "again"
 
 
