@@ -80,7 +80,7 @@ class OrgRows:
     def catch_up(
         self,
         lake: Lake,
-        appended: Callable[[str, int], pa.Table],
+        appended: Callable[[str, int, tuple[int, pa.Table]], pa.Table],
         partition: object | None,
         labels_of: Mapping[str, int],
         bm25: object | None,
@@ -89,8 +89,9 @@ class OrgRows:
         """Bring the map in step with the snapshots, *partition* (its id -> label map is
         *labels_of*) and the BM25 model *bm25* (*docs_of*: id -> document).
 
-        *appended(kind, start)* gives the org's indexable rows (`indexable_mask`) of *kind*
-        from snapshot position *start* on: their positions (``_row``) and ``record_id``."""
+        *appended(kind, start, snapshot)* gives the org's indexable rows (`indexable_mask`) of
+        *kind* from position *start* of *snapshot* (epoch, rows: `Lake.snapshot`) on: their
+        positions (``_row``) and ``record_id``."""
         remap_labels = partition is not self._partition
         remap_docs = bm25 is not self._bm25
         grown = not remap_labels and len(labels_of) != self._partition_size
@@ -98,16 +99,15 @@ class OrgRows:
         # labelled; None once anything forces the reverse maps to be built whole
         touched: dict[int, list[np.ndarray]] | None = {} if not (remap_labels or remap_docs) else None
         for code, kind in enumerate(self.kinds):
-            view = lake.views[kind]
+            epoch, snapshot = lake.snapshot(kind)  # together: a write in another thread may append meanwhile
             rows = self._rows.get(kind)
-            if rows is None or rows.epoch != view.epoch:
+            if rows is None or rows.epoch != epoch:
                 if rows is not None:
                     touched = None  # rows may have left (a rewrite): entries of the old epoch must go
-                rows = self._rows[kind] = _KindRows(view.epoch)
-            snapshot = lake.all_rows(kind)
+                rows = self._rows[kind] = _KindRows(epoch)
             held = len(rows.positions)  # rows mapped before this call: the ones a new map must map again
             if snapshot.num_rows > rows.seen:
-                tail = appended(kind, rows.seen)
+                tail = appended(kind, rows.seen, (epoch, snapshot))
                 picked = tail.column("_row").to_numpy()
                 ids = tail.column("record_id").to_pylist()
                 rows.positions = np.concatenate([rows.positions, picked.astype(np.int64)])

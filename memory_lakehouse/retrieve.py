@@ -259,19 +259,21 @@ class Retriever:
         """
         out = []
         for kind in INDEXED_KINDS:
-            rows = self.lake.all_rows(kind)
+            epoch, rows = snapshot = self.lake.snapshot(kind)  # together: a write may append meanwhile
             start = 0
             if cursor is not None:
-                epoch = self.lake.views[kind].epoch
                 seen = cursor.get(kind)
                 start = seen[1] if seen is not None and seen[0] == epoch else 0
                 cursor[kind] = (epoch, rows.num_rows)
             if start >= rows.num_rows:
                 continue  # nothing appended since (or an empty table): no rows of this kind to give
-            out.append((kind, self._appended(org, kind, start, columns(kind) if callable(columns) else columns)))
+            names = columns(kind) if callable(columns) else columns
+            out.append((kind, self._appended(org, kind, start, names, snapshot)))
         return out
 
-    def _appended(self, org: str, kind: str, start: int, columns: Sequence[str]) -> pa.Table:
+    def _appended(
+        self, org: str, kind: str, start: int, columns: Sequence[str], snapshot: tuple[int, pa.Table] | None = None
+    ) -> pa.Table:
         """*columns* of *org*'s indexable rows of *kind* (`indexable_mask`) from snapshot position
         *start* on; ``_row`` names their positions and ``search_text`` their search text.
 
@@ -281,14 +283,14 @@ class Retriever:
         once: ~0.3 ms less in that recall at 100k). A tail (*start* > 0) of at most `TAIL_ROWS` rows is read once with
         every column those ask for (`_TAIL_COLUMNS`) and kept per (org, kind) for the snapshot
         it was read from: positions do not move within an epoch, and a snapshot of an epoch
-        only grows, so (epoch, start, rows) names what it holds.
+        only grows, so (epoch, start, rows) names what it holds. *snapshot* is the (epoch,
+        rows) the caller's cursor counts (`Lake.snapshot`; read now if not given): the tail
+        ends where those rows end, not where a write landed since has taken them.
         """
         names = list(columns)
-        epoch = self.lake.views[kind].epoch
-        rows = self.lake.all_rows(kind)
+        epoch, rows = snapshot or self.lake.snapshot(kind)
         key = (epoch, start, rows.num_rows)
-        # kept only when no rewrite came between reading the epoch and the rows
-        shared = start > 0 and set(names) <= set(_TAIL_COLUMNS) and self.lake.views[kind].epoch == epoch
+        shared = start > 0 and set(names) <= set(_TAIL_COLUMNS)
         if shared:
             with self._lock:
                 kept = self._tails.get((org, kind))
@@ -374,12 +376,13 @@ class Retriever:
     def sync(self, org: str) -> _OrgState:
         """Catch the org's partition up with rows committed since it was built or saved."""
         state = self._state(org)
+        # rows counted before the versions are read: when those are still the partition's, no
+        # commit landed since and the counts are of its rows (a write in another thread may append)
+        counted = None if state.index_cursor else {kind: self.lake.snapshot(kind) for kind in INDEXED_KINDS}
         current = self._versions()
         if state.partition is not None and state.versions == current:
-            if not state.index_cursor:  # loaded from disk at the snapshot's versions: it holds every row so far
-                state.index_cursor = {
-                    kind: (self.lake.views[kind].epoch, self.lake.all_rows(kind).num_rows) for kind in INDEXED_KINDS
-                }
+            if counted is not None:  # loaded from disk at the snapshot's versions: it holds every row so far
+                state.index_cursor = {kind: (epoch, rows.num_rows) for kind, (epoch, rows) in counted.items()}
             return state
         with self._lock:
             part = state.partition or Partition.create(int(self.embedder.dim))
@@ -627,7 +630,7 @@ class Retriever:
                 state.rows = OrgRows(INDEXED_KINDS)
             state.rows.catch_up(
                 self.lake,
-                lambda kind, start: self._appended(org, kind, start, ("_row", "record_id")),
+                lambda kind, start, snapshot: self._appended(org, kind, start, ("_row", "record_id"), snapshot),
                 part,
                 part.labels if part is not None else {},
                 bstate.bm25,
