@@ -56,6 +56,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, TypeVar, overload
 from urllib.parse import unquote
 from zoneinfo import ZoneInfo
@@ -438,11 +439,18 @@ class ObjectStore:
         return self.remote.modified(prefix)
 
     def _local_stats(self, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
+        """Each file under *prefix* with its stat; one deleted between the walk and its stat
+        (maintenance in another thread removes log files below a checkpoint) is left out,
+        as an object store's listing of a moment would."""
         top = Path(self.root) / prefix
         if top.is_dir():
             for p in top.rglob("*"):
-                if p.is_file():
-                    yield p.relative_to(self.root).as_posix(), p.stat()
+                try:
+                    st = p.stat()
+                except FileNotFoundError:
+                    continue
+                if S_ISREG(st.st_mode):
+                    yield p.relative_to(self.root).as_posix(), st
 
     def read(self, rel: str) -> bytes:
         """The whole object at *rel*."""
