@@ -323,7 +323,7 @@ class TableView:
 
     ``rows`` carry their system time (``known_since``, ``commit_version``; null while
     their transaction is incomplete) and ``actor_key``. ``chunks`` are the tables
-    appended since ``epoch`` began, so a consumer (the DuckDB mirror) can apply just
+    appended since ``epoch`` began (`Lake.appended`), so a consumer (the DuckDB mirror) can apply just
     what is new; a rewrite of files starts a new epoch. They are kept as spans of
     ``rows`` (``spans``: first row, row count) and sliced from the rows when read, so
     combining the rows' chunks (`Lake.all_rows`) leaves no table behind holding the old
@@ -346,11 +346,6 @@ class TableView:
     def num_rows(self) -> int:
         """The snapshot's rows: every appended chunk's, without slicing one."""
         return 0 if self.rows is None else self.rows.num_rows
-
-    @property
-    def chunks(self) -> AppendedChunks:
-        """The tables appended since the epoch began, in order, sliced from ``rows``."""
-        return AppendedChunks(self.rows, self.spans)
 
 
 class AppendedChunks(Sequence[pa.Table]):
@@ -1180,14 +1175,15 @@ class Lake:
         positions under this lock, so no append lands in between."""
         view = self.views[kind]
         with self._lock:
-            if view.slots_epoch != (view.epoch, len(view.chunks)):
-                if view.slots_epoch[0] != view.epoch:
+            epoch, chunks = self.appended(kind)
+            if view.slots_epoch != (epoch, len(chunks)):
+                if view.slots_epoch[0] != epoch:
                     view.slots, applied = SlotRows(), 0
                 else:
                     applied = view.slots_epoch[1]
-                for chunk in view.chunks[applied:]:
+                for chunk in chunks[applied:]:
                     view.slots.extend(chunk.column("lineage_id"))
-                view.slots_epoch = (view.epoch, len(view.chunks))
+                view.slots_epoch = (epoch, len(chunks))
             return view.slots
 
     def slot_positions(self, kind: str, lineage_ids: Iterable[str]) -> np.ndarray:

@@ -224,14 +224,21 @@ def test_run_read_runs_a_read_again_after_settling_outside_it_and_an_inner_read_
     assert run_read(gate, read, lambda: settled.append(gate.is_reading())) == "done"
     assert tries == [True, True] and settled == [False]
 
-    def outer() -> str:
-        if not settled[1:]:
-            with pytest.raises(SnapshotMoved):
-                run_read(gate, lambda: (_ for _ in ()).throw(SnapshotMoved), lambda: None)
+    inner: list[str] = []
+
+    def moved_once() -> str:
+        inner.append("ran")
+        if len(inner) == 1:
             raise SnapshotMoved
+        return "inner done"
+
+    def outer() -> str:
+        if len(settled) == 1:  # the outer read's first run: its inner read meets a move
+            run_read(gate, moved_once, lambda: inner.append("settled inside a read"))
         return "outer done"
 
-    assert run_read(gate, outer, lambda: settled.append(True)) == "outer done"
+    assert run_read(gate, outer, lambda: settled.append(False)) == "outer done"
+    assert inner == ["ran"] and settled == [False, False]  # the inner read passed it out; the outer ran again
 
 
 def test_readers_in_threads_beside_writes_forgets_and_purges_are_served_only_their_own_org(tmp_path):

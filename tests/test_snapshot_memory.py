@@ -23,10 +23,10 @@ def test_combined_rows_and_the_appended_chunks_share_one_copy(tmp_path):
         assert present(store.get_fact(f"user:{i}", "plan", by=ann)).value == f"plan {i}"
     lake = store.lake
     rows = lake.all_rows("fact")
-    view = lake.views["fact"]
-    assert rows.num_rows == 12 and rows.column(0).num_chunks < len(view.chunks)
+    chunks = lake.appended("fact")[1]
+    assert rows.num_rows == 12 and rows.column(0).num_chunks < len(chunks)
     offset = 0
-    for chunk in view.chunks:  # the mirror and the caches read these: the same rows, the same buffers
+    for chunk in chunks:  # the mirror and the caches read these: the same rows, the same buffers
         assert chunk.equals(rows.slice(offset, chunk.num_rows))
         assert _buffers(chunk) <= _buffers(rows)
         offset += chunk.num_rows
