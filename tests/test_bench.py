@@ -39,6 +39,14 @@ def test_a_fresh_process_reports_its_own_peak_not_its_parents():
     assert child < parent - 200
 
 
+def test_the_peak_never_reads_lower_than_an_earlier_reading(monkeypatch):
+    """Linux's VmHWM can read lower later (pages handed back by madvise leave no record)."""
+    readings = iter([212.2, 212.0, 213.5])
+    monkeypatch.setattr(bench, "_vm_hwm_mb", lambda: next(readings))
+    monkeypatch.setattr(bench, "_greatest_reading", 0.0)
+    assert [bench.own_peak_rss_mb() for _ in range(3)] == [212.2, 212.2, 213.5]
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload(tmp_path, monkeypatch):
