@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from . import arrow_rule
 from .errors import ValidationError
-from .heads import HEAD_KEY, SCOPE_LEVELS, SLOT_COLUMNS, SUBJECT_IN_SLOT, OrgHeads, scope_rule_sql
+from .heads import HEAD_KEY, SCOPE_LEVELS, SLOT_COLUMNS, SUBJECT_IN_SLOT, OrgHeads, OrgHistory, scope_rule_sql
 from .lake import SYSTEM_COLUMNS, Lake, take_rows
 from .records import SPECS, subject_key
 from .scope import Principal
@@ -199,7 +199,6 @@ def visibility_sql(
     carry: Sequence[str] = (),
     narrow: Sequence[str] = (),
     subject_first: bool = True,
-    per_scope: bool = False,
     versions: bool = False,
     subtree: bool = False,
 ) -> str:
@@ -216,12 +215,9 @@ def visibility_sql(
     With *subject_first* the subject narrows the scan itself, which is exact only when
     every slot belongs to one subject (`SUBJECT_SLOTS`).
 
-    ``per_scope=True`` stops before the reader: the head of every (slot, scope) of the
-    basis's org, with a ``live`` flag (not ended, not expired) instead of dropping dead
-    heads, and the scope rules and the per-slot pick left to `heads.OrgHeads`, which
-    serves any reader of the org from it (a scope has no gaps, so one (slot, scope) per
-    (slot, depth) matches a reader). It takes no narrowing: `OrgHeads` applies the
-    filters it can after the heads, the same order as here.
+    Single reads of active memory are served from the org's slot heads (`heads`), which
+    split these rules by what depends on the reader and on the basis; they are checked
+    against this query.
 
     ``versions=True`` (history) keeps every version known at ``known_at`` whatever its
     valid time or later retraction, and returns ``retracted_since`` with each (no heads
@@ -229,12 +225,8 @@ def visibility_sql(
     curator's review queue) reads the reader's scope and everything under it instead of
     the scope and its ancestors.
     """
-    if per_scope and narrow:
-        raise ValueError("per-scope heads take no narrowing: OrgHeads filters after the heads")
     if subtree:  # rows at or below the reader: each level the reader names must match
         scope_rules = [f"({b(level)} IS NULL OR r.{level} = {b(level)})" for level in SCOPE_LEVELS]
-    elif per_scope:
-        scope_rules = []
     else:  # the reader's scope and its ancestors
         scope_rules = [scope_rule_sql(level, b(level)) for level in SCOPE_LEVELS]
     basis_rules = [f"r.org = {b('org')}", *scope_rules, f"r.known_since <= {b('known_at')}"]  # known by then
@@ -257,30 +249,22 @@ ORDER BY r.valid_from, r.known_since, r.commit_version, r._row
         basis_rules.append(subject_rule)
     else:  # after the heads: the subject is one more narrowing of what is visible
         narrow.append("(basis_subject_key IS NULL OR subject_key = basis_subject_key)")
-    by_scope = ", division, team, actor" if per_scope else ""
     head = (
-        f"QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth{by_scope} "
+        "QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id, scope_depth "
         "ORDER BY valid_from DESC, known_since DESC, commit_version DESC, _row DESC) = 1"
         if heads_only
         else ""
     )
     slot = (
         "QUALIFY row_number() OVER (PARTITION BY decision_id, lineage_id ORDER BY scope_depth DESC) = 1"
-        if heads_only and not per_scope
+        if heads_only
         else ""
     )
     live = (
         "(valid_to IS NULL OR valid_to > basis_valid_at)"  # the head has not ended
         " AND (expires_at IS NULL OR expires_at > basis_valid_at)"
     )  # nor expired
-    extra = "".join(f", r.{c}" for c in SCOPE_LEVELS) if per_scope else ""
-    extra += "".join(f", {c}" for c in carry)
-    if per_scope:
-        heads_cte = "SELECT * FROM candidates"
-        selected = f"decision_id, _row, lineage_id, scope_depth, division, team, actor, {live} AS live"
-    else:
-        heads_cte = f"SELECT * FROM candidates\n    WHERE {live}\n    {slot}"
-        selected = "decision_id, _row, scope_depth"
+    extra = "".join(f", {c}" for c in carry)
     return f"""
 WITH candidates AS (
     SELECT r._row, r.lineage_id, r.valid_from, r.valid_to, {expiry} AS expires_at, r.known_since, r.commit_version,
@@ -290,9 +274,11 @@ WITH candidates AS (
     WHERE {" AND ".join(list(basis_rules) + list(where))}
     {head}
 ), heads AS (
-    {heads_cte}
+    SELECT * FROM candidates
+    WHERE {live}
+    {slot}
 )
-SELECT {selected} FROM heads
+SELECT decision_id, _row, scope_depth FROM heads
 {"WHERE " + " AND ".join(narrow) if narrow else ""}
 ORDER BY decision_id, valid_from DESC, known_since DESC
 """
@@ -302,9 +288,26 @@ ORDER BY decision_id, valid_from DESC, known_since DESC
 HEAD_RULES: tuple[str, ...] = ("NOT r.hidden", "r.status = 'active'")
 
 
+def history_sql(source: str, kind: str) -> str:
+    """Every version of ``$org``'s rows that can head its (slot, scope) at some basis, for
+    `heads.OrgHistory`: the rules of `visibility_sql` (with `HEAD_RULES`) that hold at every
+    basis — the org, the ledger's verdict, the status, known at all — and the columns the
+    others read, sorted by (slot, scope, head key, position) so that each (slot, scope)'s
+    versions are one run, its head the last of them that passes the basis's rules."""
+    slot_columns = "".join(f", r.{c}" for c in sorted(SLOT_COLUMNS.get(kind, ())))
+    return f"""
+SELECT r._row, r.lineage_id, {scope_depth_sql("r")} AS scope_depth, r.division, r.team, r.actor,
+       r.valid_from, r.known_since, r.commit_version, r.valid_to, r.expires_at, r.retracted_since{slot_columns}
+FROM {source}
+WHERE {" AND ".join(["r.org = $org", "r.known_since IS NOT NULL", *HEAD_RULES])}
+ORDER BY r.lineage_id, scope_depth, r.division, r.team, r.actor, r.valid_from, r.known_since, r.commit_version, r._row
+"""
+
+
 def appended_candidates(rows: pa.Table, basis: Basis, hidden: Collection[int]) -> pa.Table:
     """Which of an org's appended *rows* are candidates at *basis*, with their ``live`` flag:
-    the rules of `visibility_sql` for ``per_scope=True`` with `HEAD_RULES`, applied to rows
+    the rules of `visibility_sql` for one (slot, scope)'s head with `HEAD_RULES` (the
+    reader's scope and the per-slot pick left to `heads.OrgHeads`), applied to rows
     no retraction has reached (`Visibility._advanced` takes no appended retraction), clause
     by clause:
 
@@ -454,6 +457,8 @@ class Visibility:
         # (kind, org) -> slot heads per basis cell
         self._heads: dict[tuple[str, str], list[_HeadCell]] = {}
         self._heads_lru: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # (kind, org) -> the org's state and its history (`heads.OrgHistory`), evicted with its cells
+        self._histories: dict[tuple[str, str], tuple[tuple[Any, ...], OrgHistory]] = {}
         self._empty: dict[tuple[Any, ...], pa.Table] = {}  # (kind, epoch, columns) -> an empty result
 
     # ---------------------------------------------------------------- plumbing
@@ -655,9 +660,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         """The read's positions picked from the org's slot heads at the basis (`heads.OrgHeads`), and
         the heads (None when the org holds no rows of *kind*); None when the heads cannot serve it.
 
-        The heads come from the query run once per org, snapshot and basis cell
-        (`visibility_sql(..., per_scope=True)`); every reader of the org at an equivalent
-        basis is then served by numpy masks. Only filters on a kind's slot columns (and a
+        The heads are had once per org, snapshot and basis cell (`_heads_at`); every reader
+        of the org at an equivalent basis is then served by numpy masks. Only filters on a kind's slot columns (and a
         subject, for kinds whose slot holds it) can be applied after the heads are chosen;
         other reads return None and run the per-reader query.
         """
@@ -773,14 +777,17 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         return empty
 
     def _heads_at(self, kind: str, org: str, basis: Basis) -> tuple[OrgHeads | None, str]:
-        """*org*'s slot heads at a basis equivalent to *basis*: remembered, advanced, or from the query.
+        """*org*'s slot heads at a basis equivalent to *basis*: remembered, advanced, or picked
+        from the org's history.
 
         None when no append brought *org* rows of *kind* (every rule matches the row's org
         to the reader's: nothing can be visible). A cell is reused while the org's rows,
         the snapshot and the ledger are unchanged and no row boundary lies between its
         basis and *basis* (`_Boundaries.crosses`), as for remembered results. After a
         write to the org, a cell whose own rows have no boundary between the bases is
-        advanced by the appended rows (`OrgHeads.advanced`) instead of querying again.
+        advanced by the appended rows (`OrgHeads.advanced`). Otherwise they are picked from the
+        org's history (`_history`: one query per org and state), so reads as of many past
+        bases cost one pass over the org's versions each, not a query.
         """
         if not self._holds_rows(kind, org):
             return None, "no rows"
@@ -794,34 +801,33 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 return cell.heads, "from cache: no row boundary between the bases"
         heads, source = self._advanced(kind, org, basis, cells, state), "advanced by the rows written since"
         if heads is None:
-            table = self._register(kind)
-            params = {
-                "basis_org": org,
-                "basis_known_at": basis.known_at,
-                "basis_valid_at": basis.valid_at,
-                "basis_decision_id": "read",
-                "basis_subject_key": None,
-            }
-            sql = visibility_sql(
-                f"{table} r",
-                lambda c: f"$basis_{c}",
-                list(HEAD_RULES),
-                heads_only=True,
-                per_scope=True,
-            )
-            heads, source = (
-                OrgHeads.build(self.execute(sql, params), self.lake.all_rows(kind), kind),
-                "new: one query for the org",
-            )
+            history, source = self._history(kind, org, state)
+            heads = history.heads_at(k, v)
         cell = _HeadCell(state, k, v, heads, bounds.known.get(org, _NONE), bounds.valid.get(org, _NONE))
         cells[:] = [c for c in cells if c.state == state][-(HEAD_CELLS - 1) :] + [cell]
         self._heads_lru[(kind, org)] = None
         self._heads_lru.move_to_end((kind, org))
         total = sum(c.heads.nbytes + c.heads.memo_bytes for cs in self._heads.values() for c in cs)
+        total += sum(history.nbytes for _, history in self._histories.values())
         while total > HEADS_BYTES and len(self._heads_lru) > 1:
             old, _ = self._heads_lru.popitem(last=False)
             total -= sum(c.heads.nbytes + c.heads.memo_bytes for c in self._heads.pop(old, []))
+            gone = self._histories.pop(old, None)
+            if gone is not None:
+                total -= gone[1].nbytes
         return heads, source
+
+    def _history(self, kind: str, org: str, state: tuple[Any, ...]) -> tuple[OrgHistory, str]:
+        """*org*'s versions of *kind* that can head a (slot, scope) (`heads.OrgHistory`), as of
+        its *state*: kept until the state moves on (a write to the org, a rewrite, a ledger
+        change that can hide its rows), with how it was had."""
+        held = self._histories.get((kind, org))
+        if held is not None and held[0] == state:
+            return held[1], "picked from the org's history"
+        table = self._register(kind)
+        history = OrgHistory.of(self.execute(history_sql(f"{table} r", kind), {"org": org}), kind)
+        self._histories[(kind, org)] = (state, history)
+        return history, "picked from the org's history, read by one query"
 
     def _advanced(
         self, kind: str, org: str, basis: Basis, cells: Sequence[_HeadCell], state: tuple[Any, ...]
@@ -1166,6 +1172,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         with self._lock:
             self._heads.clear()
             self._heads_lru.clear()
+            self._histories.clear()
             self._cache.clear()
             self._cache_bytes = 0
 
