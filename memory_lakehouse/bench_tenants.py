@@ -8,8 +8,9 @@ and actor, each record written by its own principal in one `store.batch()`; a ba
 commits an hour after its last valid_from (system time trails world time).
 
 Then, each read by a different actor (a principal the store has not served): recall
-k = 8 now and as of the midpoint, `get_fact`, and reads right after a write to the
-reader's own org; the single-reader row repeats one actor (what `scripts/bench.py`
+k = 8 now, as of the midpoint (one basis for every read) and as of a past basis of each
+read's own, `get_fact`, and reads right after a write to the reader's own org; the
+single-reader row repeats one actor (what `scripts/bench.py`
 measures); 200 decisions replayed. Store cost only: every query is embedded once before
 the clock starts, the embedder is feature hashing. The floor (``scripts/floor_sqlite.py``:
 SQLite + numpy, loaded by path from a checkout) ingests the same rows and answers the
@@ -204,6 +205,16 @@ def _actors(rng: random.Random, n: int) -> list[tuple[str, str, str]]:
     return (every * (n // len(every) + 1))[:n]
 
 
+#: Seeds the past bases (and their actors) of the as-of figure where each read has a basis of its own.
+OWN_BASES_SEED = 23
+
+
+def _own_past_bases(records: int, n: int) -> list[datetime]:
+    """*n* past bases over the later three quarters of the ingest (a record a minute), as replay's decisions."""
+    rng = random.Random(OWN_BASES_SEED)
+    return [T0 + timedelta(minutes=rng.randrange(records // 4, records)) for _ in range(n)]
+
+
 def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict[str, Any]:
     from . import open as open_store
     from .embed import HashingEmbedder
@@ -263,6 +274,14 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     out["recall_as_of_midpoint_new_actor"], past_hits = _timed(
         recall, [(p, q, midpoint) for p, q in zip(past_readers, queries[rounds:], strict=False)]
     )
+    # each query a new actor at a past basis of its own (an eval replaying decisions one at a
+    # time, an audit of what was believed when): the midpoint figure asks one basis of every
+    # read, which the org's heads remember after its first read there
+    own_bases = _own_past_bases(records, rounds)
+    own_readers = [actor_principal(*a) for a in _actors(random.Random(OWN_BASES_SEED + 1), rounds)]
+    out["recall_as_of_own_past_basis_new_actor"], own_hits = _timed(
+        recall, list(zip(own_readers, queries[rounds : 2 * rounds], own_bases, strict=True))
+    )
     # A/B in the same process: the same kind of reads with the heads switched off (the per-reader
     # query for each kind, as before them), by actors of their own
     store.vis.use_heads = False
@@ -275,8 +294,8 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     out["recall_now_single_reader"], _ = _timed(recall, [(one, q, None) for q in queries[2 * rounds : 3 * rounds]])
     out["top_k_starved"] = sum(len(h) < k for h in now_hits + past_hits)
     out["as_of_leaks"] = sum(
-        any((h.record.known_since or T0) > midpoint or h.record.valid_from > midpoint for h in hits)
-        for hits in past_hits
+        any((h.record.known_since or T0) > at or h.record.valid_from > at for h in hits)
+        for hits, at in [(hits, midpoint) for hits in past_hits] + list(zip(own_hits, own_bases, strict=True))
     )
 
     def own_slot(who: Principal, i: int) -> tuple[str, str]:
@@ -525,6 +544,10 @@ def run_floor(floor_module: ModuleType, records: int, *, rounds: int = 200, k: i
     out["recall_as_of_midpoint_new_actor"], _ = _timed(
         search, [(a, q, midpoint) for a, q in zip(actors[rounds : 2 * rounds], queries[rounds:], strict=False)]
     )
+    own_actors = _actors(random.Random(OWN_BASES_SEED + 1), rounds)
+    out["recall_as_of_own_past_basis_new_actor"], _ = _timed(
+        search, list(zip(own_actors, queries[rounds : 2 * rounds], _own_past_bases(records, rounds), strict=True))
+    )
     out["delta_rss_peak_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
     return out
 
@@ -584,6 +607,12 @@ def markdown(result: dict[str, Any]) -> str:
             "recall p50 as of the midpoint, new actor (ms)",
             lat(s, "recall_as_of_midpoint_new_actor"),
             lat(f, "recall_as_of_midpoint_new_actor"),
+            False,
+        ),
+        (
+            "recall p50 as of a past basis of its own, new actor (ms)",
+            lat(s, "recall_as_of_own_past_basis_new_actor"),
+            lat(f, "recall_as_of_own_past_basis_new_actor"),
             False,
         ),
         (
