@@ -496,6 +496,30 @@ def _row_instants(store, kinds=("fact", "preference", "note")):
     return sorted(out, key=lambda e: (e[1], e[2], str(e[0])))
 
 
+def _history_of_writes(tmp_path, rng, *, writes, retract_every, forget_at):
+    """A store after *writes* random writes an hour or more apart, a retraction every
+    *retract_every* and a forget at *forget_at*; its clock is then a day past the last."""
+    now = [T0 + timedelta(days=10)]
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    writers = {org: ml.Principal(f"lead-{org}", ml.Scope(org), role="steward") for org in ORGS}
+    written = []
+    for step in range(writes):
+        now[0] += timedelta(hours=rng.randrange(1, 30))
+        result = _random_write(store, rng, now, writers)
+        if result is not None and result.action != "duplicate":
+            written.append((result, result.scope.org))
+        if step % retract_every == retract_every - 1 and written:
+            target, org = rng.choice(written)
+            try:
+                store.retract(target.record_id, by=writers[org], reason="wrong")
+            except ml.LakehouseError:
+                pass
+        if step == forget_at:
+            store.forget(rng.choice(SUBJECTS), by=writers[rng.choice(ORGS)], reason="erasure request")
+    now[0] += timedelta(days=1)
+    return store, now
+
+
 @pytest.mark.parametrize("seed", [6, 7])
 def test_reads_as_of_every_rows_own_instants_answer_as_the_per_reader_query(tmp_path, seed):
     """Heads picked from the org's history (`heads.OrgHistory`) at bases on the rows' own
@@ -503,24 +527,7 @@ def test_reads_as_of_every_rows_own_instants_answer_as_the_per_reader_query(tmp_
     ``<=`` or ``<`` decides there (known by then, retracted by then, begun by then, ended or
     expired by then). The other clock is now: everything known, or everything begun."""
     rng = random.Random(seed)
-    now = [T0 + timedelta(days=10)]
-    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
-    writers = {org: ml.Principal(f"lead-{org}", ml.Scope(org), role="steward") for org in ORGS}
-    written = []
-    for step in range(40):
-        now[0] += timedelta(hours=rng.randrange(1, 30))
-        result = _random_write(store, rng, now, writers)
-        if result is not None and result.action != "duplicate":
-            written.append((result, result.scope.org))
-        if step % 6 == 5 and written:
-            target, org = rng.choice(written)
-            try:
-                store.retract(target.record_id, by=writers[org], reason="wrong")
-            except ml.LakehouseError:
-                pass
-        if step == 30:
-            store.forget(rng.choice(SUBJECTS), by=writers[rng.choice(ORGS)], reason="erasure request")
-    now[0] += timedelta(days=1)
+    store, now = _history_of_writes(tmp_path, rng, writes=40, retract_every=6, forget_at=30)
     lines: list[str] = []
     with store.tracer(lines.append):
         for scope, clock, instant in _row_instants(store):
@@ -549,3 +556,43 @@ def test_reads_as_of_many_past_bases_run_one_query_for_the_org(tmp_path):
                 assert present(store.get_fact("user:1", "plan", by=reader, as_of=when)).value == plan
         assert store.get_fact("user:1", "plan", by=reader, as_of=T0 + timedelta(minutes=30)) is None  # not known yet
     assert len(queries) == 1, queries
+
+
+@pytest.mark.parametrize("seed", [8, 9])
+def test_a_replay_from_the_heads_returns_what_the_one_query_returns(tmp_path, seed):
+    """Each decision at its own basis, picked from the orgs' slot heads (`Visibility.visible_from_heads`),
+    against the one query that joins every decision's basis to the rows; with and without a
+    subject (a note's slot does not hold its subject: those kinds go to the query)."""
+    rng = random.Random(seed)
+    store, _ = _history_of_writes(tmp_path, rng, writes=50, retract_every=8, forget_at=35)
+    readers = _readers()
+    decisions = [
+        (
+            f"d{i:02d}",
+            rng.choice(readers),
+            "plan",
+            rng.choice([None, None, *SUBJECTS]),
+            T0 + timedelta(days=10, hours=rng.randrange(0, 50 * 30)),
+        )
+        for i in range(40)
+    ]
+
+    def replayed(subjects: bool) -> tuple[list[tuple[str, str, str]], list[dict[str, object]]]:
+        chosen = decisions if subjects else [(i, p, q, None, at) for i, p, q, _, at in decisions]
+        result = store.replay(chosen)
+        v = result.visible
+        rows = list(zip(*(v.column(c).to_pylist() for c in ("decision_id", "kind", "record_id")), strict=True))
+        return sorted(rows), result.per_decision().to_pylist()
+
+    lines: list[str] = []
+    for subjects in (False, True):
+        with store.tracer(lines.append):
+            fast = replayed(subjects)
+        store.vis.use_heads = False
+        try:
+            slow = replayed(subjects)
+        finally:
+            store.vis.use_heads = True
+        assert fast == slow
+        assert fast[0] and not any(d["leaked"] for d in fast[1])
+    assert sum("picked from the org's slot heads" in line for line in lines) >= 40
