@@ -661,9 +661,9 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         the heads (None when the org holds no rows of *kind*); None when the heads cannot serve it.
 
         The heads are had once per org, snapshot and basis cell (`_heads_at`); every reader
-        of the org at an equivalent basis is then served by numpy masks. Only filters on a kind's slot columns (and a
-        subject, for kinds whose slot holds it) can be applied after the heads are chosen;
-        other reads return None and run the per-reader query.
+        of the org at an equivalent basis is then served by numpy masks. Only filters on a
+        kind's slot columns (and a subject, for kinds whose slot holds it) can be applied
+        after the heads are chosen; other reads return None and run the per-reader query.
         """
         filters = dict(filters or {})
         slot_columns = SLOT_COLUMNS.get(kind, frozenset())
@@ -1031,33 +1031,6 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 self._remember(kind, key, bases, rows)
             rows = rows.append_column("decision_id", hits.column("decision_id"))
             return rows.append_column("scope_depth", hits.column("scope_depth"))
-
-    def visible_from_heads(
-        self, kind: str, reads: Sequence[tuple[str, Principal, Basis, str | None]], *, columns: Sequence[str]
-    ) -> pa.Table | None:
-        """`visible` for many reads (``decision_id, principal, basis, subject``) picked from the orgs'
-        slot heads, one read at a time, in the query's order; None when the heads cannot serve
-        one of them (the query then answers them all).
-
-        A replay asks a basis of each decision's own. Each costs the org's heads at that
-        basis (`_heads_at`: one pass over its history) instead of a share of one query that
-        joins every basis to every row of the org: the join of 200 decisions held ~80 MB
-        at 100k tenants, the peak of the bench's process.
-        """
-        if not self.use_heads:
-            return None
-        with self._lock:  # one snapshot for every read and the take: positions name its rows
-            picked, owners = [], []
-            for decision_id, principal, basis, subject in sorted(reads, key=lambda r: r[0]):
-                fast = self._head_positions(kind, principal, basis, subject, None, ordered=True)
-                if fast is None:
-                    return None
-                picked.append(fast[0])
-                owners.append((decision_id, len(fast[0])))
-            positions = np.concatenate(picked) if picked else _NO_POSITIONS_NP
-            rows = self._take(kind, pa.array(positions, pa.int64()), columns)
-            ids = [decision_id for decision_id, n in owners for _ in range(n)]
-            return rows.append_column("decision_id", pa.array(ids, pa.string()))
 
     def versions(
         self,

@@ -1,9 +1,7 @@
 """Bulk point-in-time replay: what each past decision could have known, and nothing more.
 
-`replay` evaluates the visibility rules for every decision (one basis per decision), so
-an eval harness sees exactly what production saw: from the orgs' slot heads at each
-decision's basis where they can serve it (`Visibility.visible_from_heads`), else in one
-query for every decision at once. It reports the
+`replay` evaluates the one visibility query for every decision at once (one basis row
+per decision), so an eval harness sees exactly what production saw. It reports the
 leakage rate — the share of decisions that saw a row not yet known (committed after
 the decision) or not yet valid — which is zero by construction here and is measured,
 not assumed; ``naive=True`` runs the query most memory stores run (everything about
@@ -186,10 +184,12 @@ def replay(
         if naive:
             rows = _naive(vis, kind, decisions)
         else:
-            reads = [(d.decision_id, d.principal, Basis(d.decided_at, d.decided_at), d.subject) for d in decisions]
-            columns = [c for c in VISIBLE_COLUMNS if c not in ("decision_id", "kind", "decided_at")]
-            from_heads = vis.visible_from_heads(kind, reads, columns=columns)
-            rows = from_heads if from_heads is not None else vis.visible(kind, bases_table(reads), columns=columns)
+            bases = bases_table(
+                [(d.decision_id, d.principal, Basis(d.decided_at, d.decided_at), d.subject) for d in decisions]
+            )
+            rows = vis.visible(
+                kind, bases, columns=[c for c in VISIBLE_COLUMNS if c not in ("decision_id", "kind", "decided_at")]
+            )
             if "decision_id" not in rows.column_names:  # one decision, answered from the remembered read
                 rows = rows.append_column(
                     "decision_id", pa.array([decisions[0].decision_id] * rows.num_rows, pa.string())
