@@ -533,9 +533,6 @@ class OrgHistory:
         )
         return history
 
-    def __len__(self) -> int:
-        return len(self.rows)
-
     def heads_at(self, known_at: int, valid_at: int) -> OrgHeads:
         """The (slot, scope) heads at the basis (µs since the epoch on each clock), each with
         whether it is live, as the query picks them."""
