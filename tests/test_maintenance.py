@@ -644,6 +644,7 @@ def test_a_log_file_deleted_between_the_listing_and_its_stat_is_left_out_of_the_
     """Maintenance in another thread deletes log files below a checkpoint while a purge lists
     the store's files (the model-based maintenance test met it): a listing is of a moment."""
     lake = story[0].lake
+    assert lake.wait_for_checkpoints(timeout=60)  # the story's last append may still be checkpointing
     listed = lake.objects.list("fact")
     gone = next(rel for rel in listed if rel.endswith(".json"))
     real_stat = Path.stat
