@@ -457,8 +457,8 @@ class Visibility:
         # (kind, org) -> slot heads per basis cell
         self._heads: dict[tuple[str, str], list[_HeadCell]] = {}
         self._heads_lru: OrderedDict[tuple[str, str], None] = OrderedDict()
-        # (kind, org) -> the org's state and its history (`heads.OrgHistory`), evicted with its cells
-        self._histories: dict[tuple[str, str], tuple[tuple[Any, ...], OrgHistory]] = {}
+        # (kind, org) -> the org's state and its history (`heads.OrgHistory`), least recently picked first
+        self._histories: OrderedDict[tuple[str, str], tuple[tuple[Any, ...], OrgHistory]] = OrderedDict()
         self._empty: dict[tuple[Any, ...], pa.Table] = {}  # (kind, epoch, columns) -> an empty result
 
     # ---------------------------------------------------------------- plumbing
@@ -804,18 +804,36 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             history, source = self._history(kind, org, state)
             heads = history.heads_at(k, v)
         cell = _HeadCell(state, k, v, heads, bounds.known.get(org, _NONE), bounds.valid.get(org, _NONE))
-        cells[:] = [c for c in cells if c.state == state][-(HEAD_CELLS - 1) :] + [cell]
+        cells[:] = [c for c in cells if c.state == state] + [cell]
+        while len(cells) > HEAD_CELLS:
+            cells.remove(_oldest_past_cell(cells))
         self._heads_lru[(kind, org)] = None
         self._heads_lru.move_to_end((kind, org))
-        total = sum(c.heads.nbytes + c.heads.memo_bytes for cs in self._heads.values() for c in cs)
-        total += sum(history.nbytes for _, history in self._histories.values())
+        self._evict_heads()
+        return heads, source
+
+    def _evict_heads(self) -> None:
+        """Bring the cells within `HEADS_BYTES`: the cells at past bases first, of the least
+        recently read org first, then whole orgs.
+
+        A read at now is the common case, and its cell is what a write advances; a past
+        cell is one pick from its org's history to get back. Evicting whole orgs in LRU
+        order alone missed on every read once a round of readers over the orgs asked for
+        more than fits: each read evicted the org the round asked next (at 1M, 20 orgs'
+        cells at now and their past bases exceed the bytes).
+        """
+        total = sum(_cell_bytes(c) for cs in self._heads.values() for c in cs)
+        for key in list(self._heads_lru):
+            if total <= HEADS_BYTES:
+                return
+            cells = self._heads.get(key, [])
+            while len(cells) > 1 and total > HEADS_BYTES:
+                past = _oldest_past_cell(cells)
+                cells.remove(past)
+                total -= _cell_bytes(past)
         while total > HEADS_BYTES and len(self._heads_lru) > 1:
             old, _ = self._heads_lru.popitem(last=False)
-            total -= sum(c.heads.nbytes + c.heads.memo_bytes for c in self._heads.pop(old, []))
-            gone = self._histories.pop(old, None)
-            if gone is not None:
-                total -= gone[1].nbytes
-        return heads, source
+            total -= sum(_cell_bytes(c) for c in self._heads.pop(old, []))
 
     def _history(self, kind: str, org: str, state: tuple[Any, ...]) -> tuple[OrgHistory, str]:
         """*org*'s versions of *kind* that can head a (slot, scope) (`heads.OrgHistory`), as of
@@ -823,10 +841,16 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         change that can hide its rows), with how it was had."""
         held = self._histories.get((kind, org))
         if held is not None and held[0] == state:
+            self._histories.move_to_end((kind, org))
             return held[1], "picked from the org's history"
         table = self._register(kind)
         history = OrgHistory.of(self.execute(history_sql(f"{table} r", kind), {"org": org}), kind)
         self._histories[(kind, org)] = (state, history)
+        self._histories.move_to_end((kind, org))
+        total = sum(h.nbytes for _, h in self._histories.values())
+        while total > HISTORY_BYTES and len(self._histories) > 1:  # least recently picked first
+            _, (_, gone) = self._histories.popitem(last=False)
+            total -= gone.nbytes
         return history, "picked from the org's history, read by one query"
 
     def _advanced(
@@ -1348,6 +1372,10 @@ HEAD_CELLS = 4
 #: Heads are advanced by at most this many appended rows of the org; more run the query.
 ADVANCE_ROWS = 512
 HEADS_BYTES = 256 * 2**20
+#: ... and the bytes the orgs' histories may hold, apart: a history costs one query of its org to
+#: read again (~10 ms at 100k, ~100 at 1M), and counted with the cells, the 1M store's
+#: histories (112 MB) pushed the cells at now out (`Visibility._evict_heads`).
+HISTORY_BYTES = 192 * 2**20
 #: Results a cell remembers for readers who read again (a recall's ids: ~50 KB per 1k visible rows).
 HEAD_MEMO_BYTES = 16 * 2**20
 
@@ -1393,6 +1421,17 @@ class _HeadCell:
     heads: OrgHeads
     known_bounds: np.ndarray
     valid_bounds: np.ndarray
+
+
+def _cell_bytes(cell: _HeadCell) -> int:
+    return cell.heads.nbytes + cell.heads.memo_bytes
+
+
+def _oldest_past_cell(cells: Sequence[_HeadCell]) -> _HeadCell:
+    """Of an org's cells (at least two), the oldest but the one known latest: the cell at now,
+    which reads at now and writes' advances use, stays."""
+    latest = max(cells, key=lambda c: (c.known_at, c.valid_at))
+    return next(c for c in cells if c is not latest)
 
 
 def _micros(value: datetime) -> int:
