@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import memory_lakehouse as ml
 from memory_lakehouse import query
-from memory_lakehouse.heads import ADDED_CODES, SortedCodes
+from memory_lakehouse.heads import ADDED_CODES, SortedCodes, _encoded, _fixed_width
 from memory_lakehouse.lake import take_rows
 from memory_lakehouse.query import bases_table
 
@@ -431,6 +431,24 @@ def test_sorted_codes_answer_as_a_dict_of_the_same_values(held, batches):
     assert grown.get_many(asked) == {v: as_dict[v] for v in asked if v in as_dict}  # one search for many
     assert codes.get_many(asked) == {v: as_dict[v] for v in asked if v in held}
     assert sorted_in == (len(everything) - len(held) > ADDED_CODES)  # waiting ones sorted in past the bound
+
+
+@given(
+    values=st.one_of(
+        st.lists(st.text(max_size=8), unique=True, max_size=30),
+        st.lists(st.text("0123456789abcdef", min_size=6, max_size=6), unique=True, max_size=30),  # ids of one length
+    ),
+    start=st.integers(0, 4),
+    large=st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_codes_read_from_the_arrow_buffers_are_the_values_encoded_one_by_one(values, start, large):
+    """`SortedCodes.of` reads an Arrow array's buffers (a slice of one, large strings too) into
+    the same fixed-width bytes as encoding each value with its terminator."""
+    array = pa.array(values, pa.large_string() if large else pa.string())[start:]
+    expected = [_encoded(v) for v in values[start:]]
+    assert _fixed_width(array).tolist() == expected
+    assert SortedCodes.of(array).get_many(values) == {v: i for i, v in enumerate(values[start:])}
 
 
 def test_values_waiting_beside_the_sorted_codes_are_sorted_in_with_their_codes():
