@@ -25,7 +25,6 @@ import random
 import resource
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -733,7 +732,15 @@ def run(
     floor: bool = True,
     floor_path: str | None = None,
 ) -> dict[str, Any]:
-    root = root or tempfile.mkdtemp(prefix="memlake-tenants-")
+    """The tenants figures for the store and (with *floor*) the floor beside it, on a store
+    built at *root* (kept), or in a temp dir removed after the run."""
+    from .bench import bench_root
+
+    with bench_root(root, "memlake-tenants-") as where:
+        return _run(records, root=where, rounds=rounds, floor=floor, floor_path=floor_path)
+
+
+def _run(records: int, *, root: str, rounds: int, floor: bool, floor_path: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {"records": records, "workload": "tenants", "rounds": rounds}
     with open("/proc/loadavg", encoding="ascii") as fh:
         out["loadavg_before"] = fh.read().split()[:3]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import resource
+import tempfile
 
 import pytest
 from _support import present
@@ -49,11 +50,15 @@ def test_the_peak_never_reads_lower_than_an_earlier_reading(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload(tmp_path, monkeypatch):
+def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload_and_removes_its_store(
+    tmp_path, monkeypatch
+):
     from memory_lakehouse import bench_tenants
 
     monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout: scripts/
-    out = bench_tenants.run(2000, root=str(tmp_path / "store"), rounds=5)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the run's own store goes
+    out = bench_tenants.run(2000, rounds=5)
+    assert not list(tmp_path.iterdir()), "the run's temp store is left behind"
     store, floor = out["store"], out["floor"]
     assert floor is not None and floor["recall_now_new_actor"]["n"] == 5
     assert floor["delta_rss_peak_mb"] > 0 and "delta_rss_peak_in_the_stores_process_mb" in floor  # spawned

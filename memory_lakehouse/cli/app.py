@@ -553,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="default",
         help="the bundled model, or a hashing embedder (no model load)",
     )
-    p.add_argument("--store", help="where to build the bench store (default: a temp dir)")
+    p.add_argument("--store", help="where to build the bench store, kept (default: a temp dir, removed after the run)")
     p.add_argument(
         "--workload",
         choices=("store", "tenants"),
