@@ -23,7 +23,6 @@ import argparse
 import json
 import random
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -33,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deltalake import DeltaTable
 
 import memory_lakehouse as ml
-from memory_lakehouse.bench import ATTRIBUTES, T0, WORDS, ingest, peak_rss_mb
+from memory_lakehouse.bench import ATTRIBUTES, T0, WORDS, bench_root, ingest, peak_rss_mb
 from memory_lakehouse.forget import scan_for
 from memory_lakehouse.records import KINDS
 
@@ -84,18 +83,25 @@ def build(root: Path, records: int) -> ml.MemoryStore:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--store", help="where to build the store (default: a temp dir)")
+    parser.add_argument("--store", help="where to build the store, kept (default: a temp dir, removed after the run)")
     args = parser.parse_args(argv)
-    root = Path(args.store or tempfile.mkdtemp(prefix="memlake-purge-")) / "store"
+    with bench_root(args.store, "memlake-purge-") as where:
+        out = measure(Path(where) / "store", args.records)
+    json.dump(out, sys.stdout, indent=2, default=str)
+    print()
+
+
+def measure(root: Path, records: int) -> dict:
+    """Build the store at *root*, forget the subject, purge, and time each step."""
     out: dict = {
-        "records": args.records,
+        "records": records,
         "store": str(root),
         "embedder": "HashingEmbedder(dim=256)",
         "subject_rows": 10 * (MIXED // 1000),
     }
 
     t = time.perf_counter()
-    store = build(root, args.records)
+    store = build(root, records)
     out["ingest_seconds"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
     out["index_partitions"] = len(store.rebuild_index())
@@ -126,8 +132,7 @@ def main(argv=None) -> None:
     store.rebuild_index("org00")
     out["partition_rebuild_org00_seconds"] = round(time.perf_counter() - t, 2)
     out["peak_rss_mb"] = peak_rss_mb()
-    json.dump(out, sys.stdout, indent=2, default=str)
-    print()
+    return out
 
 
 if __name__ == "__main__":
