@@ -1371,7 +1371,7 @@ HEAD_CELLS = 4
 ADVANCE_ROWS = 512
 HEADS_BYTES = 256 * 2**20
 #: ... and the bytes the orgs' histories may hold, apart: a history costs one query of its org to
-#: read again (~10 ms at 100k, ~100 at 1M), and counted with the cells, the 1M store's
+#: read again (~10 ms at 100k, ~55 at 1M), and counted with the cells, the 1M store's
 #: histories (112 MB) pushed the cells at now out (`Visibility._evict_heads`).
 HISTORY_BYTES = 192 * 2**20
 #: Results a cell remembers for readers who read again (a recall's ids: ~50 KB per 1k visible rows).

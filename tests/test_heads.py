@@ -578,7 +578,7 @@ def test_reads_as_of_many_past_bases_run_one_query_for_the_org(tmp_path):
 
 
 def _orgs_with_five_days_of_plans(tmp_path, orgs=6):
-    """Six orgs whose 20 users' plans changed each day for five days; read a day later."""
+    """*orgs* orgs whose 20 users' plans changed each day for five days; read a day later."""
     now = [T0]
     store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
     leads = {f"org{i}": ml.Principal(f"lead-org{i}", ml.Scope(f"org{i}"), role="curator") for i in range(orgs)}
