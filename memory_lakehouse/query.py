@@ -429,8 +429,11 @@ class Visibility:
     #: query for every read (the bench's A/B, and a way to rule the heads out when diagnosing).
     use_heads: bool = True
 
-    def __init__(self, lake: Lake) -> None:
+    def __init__(self, lake: Lake, *, budget: CacheBudget | None = None) -> None:
         self.lake = lake
+        #: what the read caches may hold (`READ_CACHE_BYTES` by default); a new budget applies
+        #: from the next read that adds to a cache
+        self.budget = budget or CacheBudget.of(READ_CACHE_BYTES)
         self.con = duckdb.connect(config={"threads": DUCKDB_THREADS})
         # DuckDB draws a progress bar on stdout for a query past two seconds (a replay at 1M
         # rows, a first mirror): it would land in the middle of `memlake ... --json` output
@@ -811,7 +814,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         return heads, source
 
     def _evict_heads(self) -> None:
-        """Bring the cells within `HEADS_BYTES`: the cells at past bases first, of the least
+        """Bring the cells within `CacheBudget.heads`: the cells at past bases first, of the least
         recently read org first, then whole orgs.
 
         A read at now is the common case, and its cell is what a write advances; a past
@@ -820,16 +823,16 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         more than fits: each read evicted the org the round asked next (at 1M, 20 orgs'
         cells at now and their past bases exceed the bytes).
         """
-        total = sum(_cell_bytes(c) for cs in self._heads.values() for c in cs)
+        total, budget = sum(_cell_bytes(c) for cs in self._heads.values() for c in cs), self.budget.heads
         for key in list(self._heads_lru):
-            if total <= HEADS_BYTES:
+            if total <= budget:
                 return
             cells = self._heads.get(key, [])
-            while len(cells) > 1 and total > HEADS_BYTES:
+            while len(cells) > 1 and total > budget:
                 past = _oldest_past_cell(cells)
                 cells.remove(past)
                 total -= _cell_bytes(past)
-        while total > HEADS_BYTES and len(self._heads_lru) > 1:
+        while total > budget and len(self._heads_lru) > 1:
             old, _ = self._heads_lru.popitem(last=False)
             total -= sum(_cell_bytes(c) for c in self._heads.pop(old, []))
 
@@ -846,7 +849,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         self._histories[(kind, org)] = (state, history)
         self._histories.move_to_end((kind, org))
         total = sum(h.nbytes for _, h in self._histories.values())
-        while total > HISTORY_BYTES and len(self._histories) > 1:  # least recently picked first
+        while total > self.budget.histories and len(self._histories) > 1:  # least recently picked first
             _, (_, gone) = self._histories.popitem(last=False)
             total -= gone.nbytes
         return history, "picked from the org's history, read by one query"
@@ -1178,7 +1181,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         old = self._cache.pop(key, None)
         self._cache_bytes += _table_bytes(rows) - (_table_bytes(old[3]) if old is not None else 0)
         self._cache[key] = (self._state(kind, b["org"]), _micros(b["known_at"]), _micros(b["valid_at"]), rows)
-        while len(self._cache) > 1 and (len(self._cache) > CACHE_ENTRIES or self._cache_bytes > CACHE_BYTES):
+        while len(self._cache) > 1 and (len(self._cache) > CACHE_ENTRIES or self._cache_bytes > self.budget.results):
             self._cache_bytes -= _table_bytes(self._cache.popitem(last=False)[1][3])
 
     def _boundaries(self, kind: str) -> _Boundaries:
@@ -1364,23 +1367,48 @@ SUBJECT_SLOTS = frozenset({"fact", "preference"})
 #: thread anyway, and each extra thread kept ~90 MB of allocator caches (RSS 476 vs 386 MB).
 DUCKDB_THREADS = 1
 
-#: Basis cells of slot heads kept per (kind, org) (now, and a few past bases), and the bytes
-#: all of them may hold.
+#: Basis cells of slot heads kept per (kind, org) (now, and a few past bases); the bytes all of
+#: them may hold are `CacheBudget.heads`.
 HEAD_CELLS = 4
 #: Heads are advanced by at most this many appended rows of the org; more run the query.
 ADVANCE_ROWS = 512
-HEADS_BYTES = 256 * 2**20
-#: ... and the bytes the orgs' histories may hold, apart: a history costs one query of its org to
-#: read again (~10 ms at 100k, ~55 at 1M), and counted with the cells, the 1M store's
-#: histories (112 MB) pushed the cells at now out (`Visibility._evict_heads`).
-HISTORY_BYTES = 192 * 2**20
+#: The bytes a store's read caches may hold unless `open(read_cache_bytes=)` says otherwise:
+#: at 1M records (20 orgs) the cells at now and the histories take ~260 MB (heads ~136 bytes
+#: and histories ~115 bytes a version), so every org stays held; `CacheBudget` shares them out.
+READ_CACHE_BYTES = 512 * 2**20
+
+
+@dataclass(frozen=True)
+class CacheBudget:
+    """The bytes each of `Visibility`'s read caches may hold, shared out of one total.
+
+    Why three: their worth differs. A cell (an org's heads at a basis) costs one pick from
+    its history to have again; a history costs its org's query (~10 ms at 100k, ~55 ms at
+    1M); a remembered result, one reader's visible set, the heads pass again. Counted
+    together, the 1M store's histories pushed the cells at now out (`Visibility._evict_heads`).
+    """
+
+    heads: int
+    histories: int
+    results: int
+
+    @classmethod
+    def of(cls, total: object) -> CacheBudget:
+        """*total* bytes shared 4 : 3 : 1 (256, 192 and 64 MB of the default 512 MB); or
+        ValidationError. 0 keeps only what the read under way needs (one org's cells and
+        history)."""
+        if isinstance(total, bool) or not isinstance(total, int) or total < 0:
+            raise ValidationError(f"read_cache_bytes must be an int >= 0, got {total!r}", field="read_cache_bytes")
+        heads, histories = total // 2, total * 3 // 8
+        return cls(heads, histories, total - heads - histories)
+
+
 #: Results a cell remembers for readers who read again (a recall's ids: ~50 KB per 1k visible rows).
 HEAD_MEMO_BYTES = 16 * 2**20
 
-#: Remembered single-read results (the visible set of one reader, shape and filter).
+#: Remembered single-read results (the visible set of one reader, shape and filter); their
+#: bytes are `CacheBudget.results` (a reader's whole visible set grows with the store).
 CACHE_ENTRIES = 256
-#: ... and at most this many bytes of them (a reader's whole visible set grows with the store).
-CACHE_BYTES = 64 * 2**20
 
 
 def _remember(heads: OrgHeads, key: tuple[Any, ...], result: Any, size: int) -> None:

@@ -27,7 +27,7 @@ from .limits import DEFAULT_MAX_TEXT_BYTES
 from .maintenance import Maintenance, MaintenancePolicy
 from .objectstore import interval_seconds
 from .outside import ExportReport
-from .query import Visibility, tables_for
+from .query import READ_CACHE_BYTES, CacheBudget, Visibility, tables_for
 from .ranking import Ranking
 from .records import (
     SPECS,
@@ -75,6 +75,7 @@ def open(
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
     maintenance: MaintenancePolicy | None = None,
     refresh: float | timedelta | None = None,
+    read_cache_bytes: int | None = None,
 ) -> MemoryStore:
     """Create or open a memory store at a local path or an object-store URI.
 
@@ -104,6 +105,13 @@ def open(
     read-mostly agent saves the requests, and another process's write may take up to
     the interval to show (docs/performance.md, "Object stores").
 
+    ``read_cache_bytes`` is the most the visibility caches may hold (each org's current
+    heads and a few past ones, its history of versions, and readers' remembered results):
+    512 MB by default, which holds every org of a 1M-record store. A smaller bound trades
+    memory for reads that build again what was evicted: an org's history is one query of
+    its rows (~10 ms at 100k records, ~55 ms at 1M). ``0`` keeps only what the read under
+    way needs. The index partitions and BM25 models are not counted (docs/performance.md).
+
     >>> import tempfile, memory_lakehouse as ml
     >>> store = ml.open(tempfile.mkdtemp())
     >>> store.root.endswith("")
@@ -123,6 +131,7 @@ def open(
         max_text_bytes=max_text_bytes,
         maintenance=maintenance,
         refresh=refresh,
+        read_cache_bytes=read_cache_bytes,
     )
 
 
@@ -155,10 +164,12 @@ class MemoryStore:
         max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
         maintenance: MaintenancePolicy | None = None,
         refresh: float | timedelta | None = None,
+        read_cache_bytes: int | None = None,
     ) -> None:
         if index not in INDEX_MODES:
             raise ValidationError(f"index must be one of {INDEX_MODES}, got {index!r}", field="index")
         self.index_mode = index
+        budget = CacheBudget.of(READ_CACHE_BYTES if read_cache_bytes is None else read_cache_bytes)
         self.clock = StoreClock(clock)
         interval = interval_seconds(refresh)
         self.lake = Lake(
@@ -168,7 +179,7 @@ class MemoryStore:
         self.ledger = Ledger(
             ledger_uri or f"{self.root}/_ledger", storage_options=storage_options, freshness=self.lake.freshness
         )
-        self.vis = Visibility(self.lake)
+        self.vis = Visibility(self.lake, budget=budget)
         self.vis.set_forgotten(self.ledger.forgotten())
         self.writer = Writer(
             self.lake, self.vis, redactor=redactor, generations=self._generations, max_text_bytes=max_text_bytes

@@ -4,6 +4,7 @@ expiring versions, retractions, forgets and purges, read by many principals at m
 (and again after every change, when the heads are advanced by the written rows), each
 read compared with the plain query; and the positional take the fast paths read through."""
 
+import dataclasses
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -577,10 +578,10 @@ def test_reads_as_of_many_past_bases_run_one_query_for_the_org(tmp_path):
     assert len(queries) == 1, queries
 
 
-def _orgs_with_five_days_of_plans(tmp_path, orgs=6):
+def _orgs_with_five_days_of_plans(tmp_path, orgs=6, **options):
     """*orgs* orgs whose 20 users' plans changed each day for five days; read a day later."""
     now = [T0]
-    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder(), **options)
     leads = {f"org{i}": ml.Principal(f"lead-org{i}", ml.Scope(f"org{i}"), role="curator") for i in range(orgs)}
     for day in range(5):
         now[0] = T0 + timedelta(days=day, hours=1)
@@ -596,7 +597,7 @@ def _orgs_with_five_days_of_plans(tmp_path, orgs=6):
 
 
 @pytest.mark.parametrize("room", ["few past cells", "every org's cells"])
-def test_reads_at_past_bases_and_the_kept_histories_leave_every_orgs_cell_at_now(tmp_path, monkeypatch, room):
+def test_reads_at_past_bases_and_the_kept_histories_leave_every_orgs_cell_at_now(tmp_path, room):
     """Readers go round the orgs' past bases, more than an org keeps cells for and (with little
     room) more than the heads' bytes hold, and every org's history is kept. The cells at now
     stay (past cells go first, histories have bytes of their own), so the first read after a
@@ -609,7 +610,7 @@ def test_reads_at_past_bases_and_the_kept_histories_leave_every_orgs_cell_at_now
         assert present(store.get_fact("user:1", "plan", by=readers[org])).value == "plan 4-1"
     at_now = sum(c.heads.nbytes for cells in store.vis._heads.values() for c in cells)
     if room == "few past cells":
-        monkeypatch.setattr(query, "HEADS_BYTES", at_now * 3 // 2)
+        store.vis.budget = dataclasses.replace(store.vis.budget, heads=at_now * 3 // 2)
     queries: list[str] = []
     with store.tracer(lambda line: queries.append(line) if "SELECT" in line else None):
         for day in range(4):  # four past bases an org: with the cell at now, more than `HEAD_CELLS`
@@ -625,13 +626,13 @@ def test_reads_at_past_bases_and_the_kept_histories_leave_every_orgs_cell_at_now
         assert not [line for line in lines if "SELECT" in line], f"{org}'s cell at now was evicted"
 
 
-def test_the_histories_kept_stay_within_their_bytes_and_reads_past_them_still_answer(tmp_path, monkeypatch):
+def test_the_histories_kept_stay_within_their_bytes_and_reads_past_them_still_answer(tmp_path):
     """With room for two orgs' histories, reads go round six orgs' past bases: the least
     recently picked histories go, and each read still answers as of its basis."""
     store, _, _, readers = _orgs_with_five_days_of_plans(tmp_path)
     assert present(store.get_fact("user:1", "plan", by=readers["org0"], as_of=T0 + timedelta(hours=5))).value
     (_, one), *_ = store.vis._histories.values()
-    monkeypatch.setattr(query, "HISTORY_BYTES", one.nbytes * 5 // 2)
+    store.vis.budget = dataclasses.replace(store.vis.budget, histories=one.nbytes * 5 // 2)
     for day in range(4):
         for org, reader in readers.items():
             when = T0 + timedelta(days=day, hours=5)
@@ -644,3 +645,39 @@ def test_the_histories_kept_stay_within_their_bytes_and_reads_past_them_still_an
         when = T0 + timedelta(days=day, minutes=30)  # the day's plans begun, not yet known
         assert present(store.get_fact("user:1", "plan", by=readers[org], as_of=when)).value == f"plan {day - 1}-1"
     assert list(store.vis._histories) == [("fact", "org0"), ("fact", "org2")]
+
+
+def test_a_read_cache_bound_given_to_open_bounds_what_the_orgs_caches_hold(tmp_path):
+    """`open(read_cache_bytes=)` bounds the cells and histories the reads keep: with room for
+    about two orgs' histories, reads going round six orgs' past bases keep no more than the
+    bound, and every read answers as it did with the default bound, which held all six."""
+    store, now, _, readers = _orgs_with_five_days_of_plans(tmp_path)
+
+    def read_round(s):
+        return [
+            present(s.get_fact("user:1", "plan", by=reader, as_of=T0 + timedelta(days=day, hours=5))).value
+            for day in range(5)
+            for reader in readers.values()
+        ]
+
+    assert read_round(store) == [f"plan {day}-1" for day in range(5) for _ in readers]
+    assert store.vis.budget == query.CacheBudget.of(query.READ_CACHE_BYTES)
+    assert len(store.vis._histories) == len(readers)  # the default bound holds every org
+    one = max(h.nbytes for _, h in store.vis._histories.values())
+    store.close()
+    total = one * 5 * 8 // (2 * 3)  # histories get 3/8 of it: room for two and a half
+    bounded = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder(), read_cache_bytes=total)
+    assert bounded.vis.budget == query.CacheBudget.of(total)
+    assert read_round(bounded) == [f"plan {day}-1" for day in range(5) for _ in readers]
+    histories = [h.nbytes for _, h in bounded.vis._histories.values()]
+    assert len(histories) == 2 and sum(histories) <= bounded.vis.budget.histories
+    cells = [query._cell_bytes(c) for cs in bounded.vis._heads.values() for c in cs]
+    assert sum(cells) <= bounded.vis.budget.heads or len(bounded.vis._heads) == 1
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "512MB", True])
+def test_a_read_cache_bound_that_is_not_a_byte_count_is_refused_before_a_store_is_made(tmp_path, bad):
+    with pytest.raises(ml.ValidationError) as refused:
+        ml.open(tmp_path / "s", read_cache_bytes=bad)
+    assert refused.value.field == "read_cache_bytes"
+    assert not (tmp_path / "s").exists()

@@ -2,6 +2,7 @@
 while no row boundary (known_since, valid_from, valid_to, expires_at) lies between the
 bases, and never after a write or a forget."""
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import memory_lakehouse as ml
@@ -109,14 +110,12 @@ def test_a_subject_picked_from_the_readers_visible_set_matches_the_narrowed_quer
     assert any("picked from the org's slot heads (from cache" in line for line in lines)
 
 
-def test_remembered_results_stay_within_the_byte_budget(tmp_path, monkeypatch):
-    from memory_lakehouse import query
-
+def test_remembered_results_stay_within_the_byte_budget(tmp_path):
     now = [T0 + timedelta(days=1)]
     store = _store(tmp_path, now)
     lead = ml.Principal("lead", ml.Scope("acme"), role="curator")
     store.write_many([ml.Fact(f"user:{i}", "plan", "x" * 200, T0, source="crm") for i in range(50)], by=lead)
-    monkeypatch.setattr(query, "CACHE_BYTES", 4096)
+    store.vis.budget = dataclasses.replace(store.vis.budget, results=4096)
     readers = [ml.Principal(f"r{i}", ml.Scope("acme", f"team{i}"), role="member") for i in range(6)]
     for reader in readers:
         for i in range(3):
