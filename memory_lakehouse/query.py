@@ -460,6 +460,10 @@ class Visibility:
         self._heads_lru: OrderedDict[tuple[str, str], None] = OrderedDict()
         # (kind, org) -> the org's state and its history (`heads.OrgHistory`), least recently picked first
         self._histories: OrderedDict[tuple[str, str], tuple[tuple[Any, ...], OrgHistory]] = OrderedDict()
+        self._history_wants = _RecentCounts()  # how often each (kind, org)'s history was wanted lately
+        self._head_reads = _RecentCounts()  # ... and its heads read (`_evict_heads`)
+        # the last history read that did not fit beside the held ones: (kind, org), its state, it
+        self._history_window: tuple[tuple[str, str], tuple[Any, ...], OrgHistory] | None = None
         self._empty: dict[tuple[Any, ...], pa.Table] = {}  # (kind, epoch, columns) -> an empty result
 
     # ---------------------------------------------------------------- plumbing
@@ -796,6 +800,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         state = self._state(kind, org)
         k, v = _micros(basis.known_at), _micros(basis.valid_at)
         cells = self._heads.setdefault((kind, org), [])
+        self._head_reads.add((kind, org))
         for cell in cells:
             if cell.state == state and not bounds.crosses(org, (cell.known_at, k), (cell.valid_at, v)):
                 self._heads_lru.move_to_end((kind, org))
@@ -815,13 +820,15 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
 
     def _evict_heads(self) -> None:
         """Bring the cells within `CacheBudget.heads`: the cells at past bases first, of the least
-        recently read org first, then whole orgs.
+        recently read org first, then whole orgs, the one read least often lately first (of
+        those read as often, the one read last).
 
         A read at now is the common case, and its cell is what a write advances; a past
         cell is one pick from its org's history to get back. Evicting whole orgs in LRU
-        order alone missed on every read once a round of readers over the orgs asked for
-        more than fits: each read evicted the org the round asked next (at 1M, 20 orgs'
-        cells at now and their past bases exceed the bytes).
+        order missed on every read once a round of readers over the orgs asked for more
+        than fits: each read evicted the org the round asked next (at 1M, 20 orgs' cells
+        at now and their past bases exceed the bytes). Counted reads (`_RecentCounts`) keep
+        the held orgs instead, and an org read more often than a held one takes its place.
         """
         total, budget = sum(_cell_bytes(c) for cs in self._heads.values() for c in cs), self.budget.heads
         for key in list(self._heads_lru):
@@ -833,26 +840,75 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 cells.remove(past)
                 total -= _cell_bytes(past)
         while total > budget and len(self._heads_lru) > 1:
-            old, _ = self._heads_lru.popitem(last=False)
+            order = {k: i for i, k in enumerate(self._heads_lru)}
+            old = min(order, key=lambda k: (self._head_reads.count(k), -order[k]))
+            del self._heads_lru[old]
             total -= sum(_cell_bytes(c) for c in self._heads.pop(old, []))
 
     def _history(self, kind: str, org: str, state: tuple[Any, ...]) -> tuple[OrgHistory, str]:
         """*org*'s versions of *kind* that can head a (slot, scope) (`heads.OrgHistory`), as of
         its *state*: kept until the state moves on (a write to the org, a rewrite, a ledger
-        change that can hide its rows), with how it was had."""
-        held = self._histories.get((kind, org))
+        change that can hide its rows), with how it was had.
+
+        The histories held are bounded by `CacheBudget.histories`. One read that does not fit
+        waits beside them (the window) until the next is read: a read at a past basis and
+        one at now of the same org pick from it. When the next pushes it out, it is kept
+        only if its org is wanted more often than each held one it would push out
+        (`_admit_history`).
+        """
+        key = (kind, org)
+        self._history_wants.add(key)
+        held = self._histories.get(key)
         if held is not None and held[0] == state:
-            self._histories.move_to_end((kind, org))
+            self._histories.move_to_end(key)
             return held[1], "picked from the org's history"
+        window = self._history_window
+        if window is not None and window[0] == key and window[1] == state:
+            return window[2], "picked from the org's history (the last one read)"
         table = self._register(kind)
         history = OrgHistory.of(self.execute(history_sql(f"{table} r", kind), {"org": org}), kind)
-        self._histories[(kind, org)] = (state, history)
-        self._histories.move_to_end((kind, org))
+        self._histories.pop(key, None)  # one of an older state
+        held_bytes = sum(h.nbytes for _, h in self._histories.values())
+        if not self._histories or held_bytes + history.nbytes <= self.budget.histories:
+            self._keep_history(key, state, history)
+        else:
+            if window is not None and window[0] != key and self._admit_history(window[0], window[2].nbytes):
+                self._keep_history(*window)
+            self._history_window = (key, state, history)
+        return history, "picked from the org's history, read by one query"
+
+    def _keep_history(self, key: tuple[str, str], state: tuple[Any, ...], history: OrgHistory) -> None:
+        """Hold *history*, pushing out the least recently picked ones past the bytes."""
+        self._histories[key] = (state, history)
+        self._histories.move_to_end(key)
         total = sum(h.nbytes for _, h in self._histories.values())
         while total > self.budget.histories and len(self._histories) > 1:  # least recently picked first
             _, (_, gone) = self._histories.popitem(last=False)
             total -= gone.nbytes
-        return history, "picked from the org's history, read by one query"
+
+    def _admit_history(self, key: tuple[str, str], size: int) -> bool:
+        """Whether a history leaving the window is held: when it fits beside those held, or when
+        its org is wanted more often than each held one it would push out (least recently
+        picked first).
+
+        Why not LRU alone: readers going round more orgs than the histories hold then miss on
+        every read, each read pushing out the org the round asks next, at a query of an org's
+        rows each (~55 ms at 1M records). Counting how often each org's history is wanted
+        (`_RecentCounts`) keeps the held ones instead: the round hits as often as the bytes
+        allow. An org that becomes busy is admitted once it is wanted more than the idle
+        ones, whose counts halve as reads go by.
+        """
+        room = self.budget.histories - sum(h.nbytes for _, h in self._histories.values())
+        if room >= size or not self._histories:
+            return True
+        wanted = self._history_wants.count(key)
+        for victim, (_, held) in self._histories.items():
+            if wanted <= self._history_wants.count(victim):
+                return False
+            room += held.nbytes
+            if room >= size:
+                return True
+        return True
 
     def _advanced(
         self, kind: str, org: str, basis: Basis, cells: Sequence[_HeadCell], state: tuple[Any, ...]
@@ -1198,6 +1254,9 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             self._heads.clear()
             self._heads_lru.clear()
             self._histories.clear()
+            self._history_wants = _RecentCounts()
+            self._history_window = None
+            self._head_reads = _RecentCounts()
             self._cache.clear()
             self._cache_bytes = 0
 
@@ -1447,6 +1506,31 @@ class _HeadCell:
     heads: OrgHeads
     known_bounds: np.ndarray
     valid_bounds: np.ndarray
+
+
+class _RecentCounts:
+    """How often each (kind, org) was asked for lately: counts that halve every
+    `RECENT_COUNTS_HALVED_EVERY` asks, so an org busy long ago does not hold its place for
+    good (the frequency sketch of TinyLFU, exact: there are a few dozen orgs, not millions
+    of keys)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+        self._since_halved = 0
+
+    def add(self, key: tuple[str, str]) -> None:
+        self._counts[key] = self._counts.get(key, 0) + 1
+        self._since_halved += 1
+        if self._since_halved >= RECENT_COUNTS_HALVED_EVERY:
+            self._counts = {k: c // 2 for k, c in self._counts.items() if c > 1}
+            self._since_halved = 0
+
+    def count(self, key: tuple[str, str]) -> int:
+        return self._counts.get(key, 0)
+
+
+#: Asks after which `_RecentCounts` halves its counts.
+RECENT_COUNTS_HALVED_EVERY = 512
 
 
 def _cell_bytes(cell: _HeadCell) -> int:

@@ -626,25 +626,79 @@ def test_reads_at_past_bases_and_the_kept_histories_leave_every_orgs_cell_at_now
         assert not [line for line in lines if "SELECT" in line], f"{org}'s cell at now was evicted"
 
 
-def test_the_histories_kept_stay_within_their_bytes_and_reads_past_them_still_answer(tmp_path):
-    """With room for two orgs' histories, reads go round six orgs' past bases: the least
-    recently picked histories go, and each read still answers as of its basis."""
+def test_readers_going_round_more_orgs_than_the_histories_hold_keep_the_held_ones(tmp_path):
+    """With room for two orgs' histories, reads go round six orgs' past bases. Every read
+    answers as of its basis, and the histories held stay within their bytes. The held ones
+    are the first two orgs read: the others, wanted no more often, are read and not kept, so
+    a round queries four orgs (LRU alone pushed out the org the round asked next: a query
+    every read). The one read last waits beside them (the window), and an org wanted more
+    often than a held one takes its place when it leaves the window."""
     store, _, _, readers = _orgs_with_five_days_of_plans(tmp_path)
     assert present(store.get_fact("user:1", "plan", by=readers["org0"], as_of=T0 + timedelta(hours=5))).value
     (_, one), *_ = store.vis._histories.values()
     store.vis.budget = dataclasses.replace(store.vis.budget, histories=one.nbytes * 5 // 2)
-    for day in range(4):
-        for org, reader in readers.items():
-            when = T0 + timedelta(days=day, hours=5)
-            assert present(store.get_fact("user:1", "plan", by=reader, as_of=when)).value == f"plan {day}-1"
-            kept = list(store.vis._histories)
-            assert kept[-1] == ("fact", org) and len(kept) <= 2
-    # bases no cell holds (a row's instant lies between each and every cell's): org0 picked again,
-    # so org1's history is the one to go
-    for org, day in (("org0", 4), ("org1", 4), ("org0", 2), ("org2", 4)):
-        when = T0 + timedelta(days=day, minutes=30)  # the day's plans begun, not yet known
-        assert present(store.get_fact("user:1", "plan", by=readers[org], as_of=when)).value == f"plan {day - 1}-1"
-    assert list(store.vis._histories) == [("fact", "org0"), ("fact", "org2")]
+    queries: list[str] = []
+    with store.tracer(lambda line: queries.append(line) if "SELECT" in line else None):
+        for day in range(4):
+            queries.clear()
+            for reader in readers.values():
+                when = T0 + timedelta(days=day, hours=5)
+                assert present(store.get_fact("user:1", "plan", by=reader, as_of=when)).value == f"plan {day}-1"
+                assert sum(h.nbytes for _, h in store.vis._histories.values()) <= store.vis.budget.histories
+            assert set(store.vis._histories) == {("fact", "org0"), ("fact", "org1")}
+            if day:  # (on the first day org0's basis was read before the round)
+                assert len(queries) == len(readers) - 2, f"day {day}"
+    # bases no cell holds (a row's instant lies between each and every cell's; the day's plans
+    # begun, not yet known): org5's history, read last in the round, waits beside the held ones
+    # and serves the next reads of org5 without a query
+    for minutes in (30, 20):
+        when = T0 + timedelta(days=4, minutes=minutes)
+        queries.clear()
+        with store.tracer(lambda line: queries.append(line) if "SELECT" in line else None):
+            assert present(store.get_fact("user:1", "plan", by=readers["org5"], as_of=when)).value == "plan 3-1"
+        assert not queries
+    # another org's history read pushes it out: wanted more often than org0, the least recently
+    # picked, it takes org0's place
+    assert present(store.get_fact("user:1", "plan", by=readers["org3"], as_of=when)).value == "plan 3-1"
+    assert list(store.vis._histories) == [("fact", "org1"), ("fact", "org5")]
+
+
+def test_readers_going_round_more_orgs_than_the_cells_hold_keep_the_held_ones(tmp_path):
+    """With room for about two orgs' heads, new readers go round six orgs at now. The two
+    orgs held answer from their cells; the others are picked from their histories and their
+    cells go again, so each round two reads hit (LRU alone: none, each read evicting the org
+    the round asks next). An org then read more often than a held one takes its place."""
+    store, _, _, readers = _orgs_with_five_days_of_plans(tmp_path)
+    assert present(store.get_fact("user:1", "plan", by=readers["org0"])).value == "plan 4-1"
+    one = sum(query._cell_bytes(c) for cs in store.vis._heads.values() for c in cs)
+    store.vis.clear_cache()
+    store.vis.budget = dataclasses.replace(store.vis.budget, heads=one * 5 // 2)
+
+    def read(org, who):
+        reader = ml.Principal(who, ml.Scope(org, "support", "t1", who), role="member")
+        lines: list[str] = []
+        with store.tracer(lines.append):
+            assert present(store.get_fact("user:1", "plan", by=reader)).value == "plan 4-1"
+        return any("slot heads (from cache" in line for line in lines)
+
+    for round_ in range(4):
+        hits = [org for org in readers if read(org, f"ann{round_}")]
+        assert hits == ([] if round_ == 0 else ["org0", "org1"]), f"round {round_}"
+        assert {org for _, org in store.vis._heads} == {"org0", "org1"}
+    for again in range(2):  # org5 read once more than org1, the held org read last
+        read("org5", f"bo{again}")
+    assert {org for _, org in store.vis._heads} == {"org0", "org5"}
+
+
+def test_how_often_a_history_was_wanted_fades_so_an_org_busy_long_ago_gives_way():
+    wants = query._RecentCounts()
+    for _ in range(300):
+        wants.add(("fact", "busy long ago"))
+    for _ in range(4 * query.RECENT_COUNTS_HALVED_EVERY):
+        wants.add(("fact", "the others"))
+    for _ in range(60):
+        wants.add(("fact", "busy now"))
+    assert wants.count(("fact", "busy now")) > wants.count(("fact", "busy long ago")) > 0
 
 
 def test_a_read_cache_bound_given_to_open_bounds_what_the_orgs_caches_hold(tmp_path):
