@@ -462,6 +462,8 @@ class Visibility:
         self._histories: OrderedDict[tuple[str, str], tuple[tuple[Any, ...], OrgHistory]] = OrderedDict()
         self._history_wants = _RecentCounts()  # how often each (kind, org)'s history was wanted lately
         self._head_reads = _RecentCounts()  # ... and its heads read (`_evict_heads`)
+        self._history_queries = 0  # histories read by a query since the store opened (`cache_stats`)
+        self._history_picks = 0  # ... and picked from one held or in the window
         # the last history read that did not fit beside the held ones: (kind, org), its state, it
         self._history_window: tuple[tuple[str, str], tuple[Any, ...], OrgHistory] | None = None
         self._empty: dict[tuple[Any, ...], pa.Table] = {}  # (kind, epoch, columns) -> an empty result
@@ -861,10 +863,13 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         held = self._histories.get(key)
         if held is not None and held[0] == state:
             self._histories.move_to_end(key)
+            self._history_picks += 1
             return held[1], "picked from the org's history"
         window = self._history_window
         if window is not None and window[0] == key and window[1] == state:
+            self._history_picks += 1
             return window[2], "picked from the org's history (the last one read)"
+        self._history_queries += 1
         table = self._register(kind)
         history = OrgHistory.of(self.execute(history_sql(f"{table} r", kind), {"org": org}), kind)
         self._histories.pop(key, None)  # one of an older state
@@ -1249,6 +1254,21 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             bounds.add(chunk)
         return bounds
 
+    def cache_stats(self) -> ReadCacheStats:
+        """What the read caches hold now against their bounds, and how often a read needed an
+        org's history and found it held or queried it (`MemoryStore.read_cache_stats`)."""
+        with self._lock:
+            return ReadCacheStats(
+                budget=self.budget,
+                heads_bytes=sum(_cell_bytes(c) for cs in self._heads.values() for c in cs),
+                head_orgs=len({org for (_, org), cells in self._heads.items() if cells}),
+                histories_bytes=sum(h.nbytes for _, h in self._histories.values()),
+                history_orgs=len({org for _, org in self._histories}),
+                results_bytes=self._cache_bytes,
+                history_picks=self._history_picks,
+                history_queries=self._history_queries,
+            )
+
     def clear_cache(self) -> None:
         with self._lock:
             self._heads.clear()
@@ -1506,6 +1526,23 @@ class _HeadCell:
     heads: OrgHeads
     known_bounds: np.ndarray
     valid_bounds: np.ndarray
+
+
+@dataclass(frozen=True)
+class ReadCacheStats:
+    """`Visibility.cache_stats`: bytes held per cache against `budget`, and the reads that needed
+    an org's history since the store opened, picked from one held or read by a query. Queries
+    that keep pace with reads mean the readers go round more orgs than the bound holds: a
+    bigger ``read_cache_bytes`` (or fewer orgs per process) saves one query per miss."""
+
+    budget: CacheBudget
+    heads_bytes: int
+    head_orgs: int
+    histories_bytes: int
+    history_orgs: int
+    results_bytes: int
+    history_picks: int
+    history_queries: int
 
 
 class _RecentCounts:

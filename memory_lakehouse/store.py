@@ -27,7 +27,7 @@ from .limits import DEFAULT_MAX_TEXT_BYTES
 from .maintenance import Maintenance, MaintenancePolicy
 from .objectstore import interval_seconds
 from .outside import ExportReport
-from .query import READ_CACHE_BYTES, CacheBudget, Visibility, tables_for
+from .query import READ_CACHE_BYTES, CacheBudget, ReadCacheStats, Visibility, tables_for
 from .ranking import Ranking
 from .records import (
     SPECS,
@@ -256,6 +256,12 @@ class MemoryStore:
         if not isinstance(by, Principal):
             raise ValidationError("by= must be a Principal (who is acting)", field="by")
         return by
+
+    def read_cache_stats(self) -> ReadCacheStats:
+        """What the read caches hold against ``read_cache_bytes`` (`query.ReadCacheStats`), and
+        how many reads since `open` picked an org's history from them or queried it."""
+        self._check_open()
+        return self.vis.cache_stats()
 
     @contextmanager
     def tracer(self, callback: Callable[..., None]) -> Iterator[None]:

@@ -690,6 +690,34 @@ def test_readers_going_round_more_orgs_than_the_cells_hold_keep_the_held_ones(tm
     assert {org for _, org in store.vis._heads} == {"org0", "org5"}
 
 
+def test_the_read_cache_stats_count_the_history_queries_and_what_is_held(tmp_path):
+    """`store.read_cache_stats()` says what the caches hold against their bounds and how many
+    reads needed an org's history: as many queries as the tracer shows, the rest picks."""
+    store, _, _, readers = _orgs_with_five_days_of_plans(tmp_path, orgs=4, read_cache_bytes=0)
+    empty = store.read_cache_stats()
+    assert (empty.history_queries, empty.history_picks, empty.heads_bytes, empty.history_orgs) == (0, 0, 0, 0)
+    queries: list[str] = []
+    with store.tracer(lambda line: queries.append(line) if "SELECT" in line else None):
+        for day in range(3):
+            for reader in readers.values():
+                when = T0 + timedelta(days=day, hours=5)
+                assert present(store.get_fact("user:1", "plan", by=reader, as_of=when)).value == f"plan {day}-1"
+                stats = store.read_cache_stats()
+                assert stats.history_queries == len(queries)
+        assert present(store.get_fact("user:1", "plan", by=readers["org3"], as_of=T0 + timedelta(hours=4)))
+    stats = store.read_cache_stats()
+    assert stats.budget == query.CacheBudget(0, 0, 0)
+    # the first history read is held (0 bytes keep what one read needs) and serves org0's later
+    # days; org3's, read last, waits in the window and serves the read after the rounds
+    assert stats.history_queries == len(queries) == 3 * len(readers) - 2
+    assert stats.history_picks == 2 + 1
+    assert stats.history_orgs == 1 and stats.head_orgs == 1  # 0 bytes: what the read under way needs
+    assert stats.histories_bytes == next(iter(store.vis._histories.values()))[1].nbytes
+    store.close()
+    with pytest.raises(ml.StoreError, match="closed"):
+        store.read_cache_stats()
+
+
 def test_how_often_a_history_was_wanted_fades_so_an_org_busy_long_ago_gives_way():
     wants = query._RecentCounts()
     for _ in range(300):
