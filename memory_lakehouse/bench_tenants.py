@@ -19,6 +19,7 @@ same searches in the same process. Figures are printed, never asserted.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import random
@@ -451,6 +452,18 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     out["recall_first_after_own_org_write_with_a_forget_in_the_ledger"] = _stats(*samples["recall_ledger"])
     out["get_fact_first_of_an_org_after_a_forget"] = _stats(*samples["get_after_forget"])
     out["recall_first_of_an_org_after_a_forget"] = _stats(*samples["recall_after_forget"])
+    # what the read caches held at the end against their bound, and how often a read needed an
+    # org's history and queried it: queries keeping pace with reads mean the bound is too small
+    stats = store.read_cache_stats()
+    out["read_cache"] = {
+        "bound_mb": round(sum(dataclasses.astuple(stats.budget)) / 2**20, 1),
+        "heads_mb": round(stats.heads_bytes / 2**20, 1),
+        "histories_mb": round(stats.histories_bytes / 2**20, 1),
+        "orgs_with_heads": stats.head_orgs,
+        "orgs_with_histories": stats.history_orgs,
+        "history_picks": stats.history_picks,
+        "history_queries": stats.history_queries,
+    }
     store.close()  # saves the index partitions written to since they were built: its peak counts too
     out["delta_rss_peak_through_close_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
     return out
@@ -701,6 +714,16 @@ def markdown(result: dict[str, Any]) -> str:
             False,
         ),
     ]
+    if "read_cache" in s:
+        cache = s["read_cache"]
+        rows.append(
+            (
+                f"reads that needed an org's history: queried it (picked it from the {cache['bound_mb']:,} MB read cache)",
+                (cache["history_queries"], cache["history_picks"]),
+                (None, None),
+                False,
+            )
+        )
 
     def cell(v: tuple[float | None, float | None]) -> str:
         if v[0] is None:

@@ -68,8 +68,12 @@ def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload_and
     # the round with a forget in the ledger: its writes supersede a slot, its reads follow a write
     assert store["single_write_superseding_with_a_forget_in_the_ledger"]["superseded"] == 5
     assert store["recall_first_after_own_org_write_with_a_forget_in_the_ledger"]["n"] == 5
+    # reads at past bases of their own need each org's history: read by a query once, then picked
+    cache = store["read_cache"]
+    assert cache["history_queries"] >= 1 and cache["history_picks"] >= 1 and cache["bound_mb"] == 512
     table = bench_tenants.markdown(out)
     assert "| recall p50, each query a new actor (ms) |" in table and "store / floor" in table
+    assert f"| {cache['history_queries']} ({cache['history_picks']}) |" in table
 
 
 def test_the_tenants_workload_supersedes_a_fifth_of_its_slots_and_mixes_orgs_in_a_batch():
