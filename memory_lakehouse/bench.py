@@ -535,12 +535,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="store: the single-reader store and recall figures above; tenants: 20 orgs x 5 teams "
         "x 10 actors, each read by a new actor, beside the SQLite + numpy floor of scripts/",
     )
+    parser.add_argument(
+        "--read-cache-mb",
+        type=int,
+        default=None,
+        help="with --workload tenants: the store's read_cache_bytes in MB (default: the store's "
+        "own, 512): a small one shows a store bigger than its read caches",
+    )
     args = parser.parse_args(argv)
     if args.workload == "tenants":
         from .bench_tenants import main as tenants_main
 
-        tenants_main(args.records, root=args.store, quick=args.quick)
+        cache = None if args.read_cache_mb is None else args.read_cache_mb * 2**20
+        tenants_main(args.records, root=args.store, quick=args.quick, read_cache_bytes=cache)
         return
+    if args.read_cache_mb is not None:
+        parser.error("--read-cache-mb is an option of --workload tenants")
     json.dump(
         run(args.records, quick=args.quick, root=args.store, recall=args.recall, embedder=args.embedder),
         sys.stdout,

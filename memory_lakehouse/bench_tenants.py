@@ -215,7 +215,9 @@ def _own_past_bases(records: int, n: int) -> list[datetime]:
     return [T0 + timedelta(minutes=rng.randrange(records // 4, records)) for _ in range(n)]
 
 
-def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict[str, Any]:
+def run_store(
+    records: int, root: str, *, rounds: int = 200, k: int = 8, read_cache_bytes: int | None = None
+) -> dict[str, Any]:
     from . import open as open_store
     from .embed import HashingEmbedder
 
@@ -223,7 +225,7 @@ def run_store(records: int, root: str, *, rounds: int = 200, k: int = 8) -> dict
     clock = _Clock(T0)
     _reset_peak()
     rss_before = _proc_mb("VmRSS")
-    store = open_store(root, clock=clock, embedder=HashingEmbedder(dim=384))
+    store = open_store(root, clock=clock, embedder=HashingEmbedder(dim=384), read_cache_bytes=read_cache_bytes)
     out: dict[str, Any] = {"records": records, "store": root, "embedder": store.retriever.embedder.name}
     first = actor_principal(ORGS[0], "team0", "a0")
     out["single_write_fresh_store"], _ = _timed(
@@ -754,23 +756,29 @@ def run(
     rounds: int = 200,
     floor: bool = True,
     floor_path: str | None = None,
+    read_cache_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The tenants figures for the store and (with *floor*) the floor beside it, on a store
-    built at *root* (kept), or in a temp dir removed after the run."""
+    built at *root* (kept), or in a temp dir removed after the run; *read_cache_bytes* is the
+    store's (`ml.open`), the default when None."""
     from .bench import bench_root
 
     with bench_root(root, "memlake-tenants-") as where:
-        return _run(records, root=where, rounds=rounds, floor=floor, floor_path=floor_path)
+        return _run(
+            records, root=where, rounds=rounds, floor=floor, floor_path=floor_path, read_cache_bytes=read_cache_bytes
+        )
 
 
-def _run(records: int, *, root: str, rounds: int, floor: bool, floor_path: str | None) -> dict[str, Any]:
+def _run(
+    records: int, *, root: str, rounds: int, floor: bool, floor_path: str | None, read_cache_bytes: int | None
+) -> dict[str, Any]:
     out: dict[str, Any] = {"records": records, "workload": "tenants", "rounds": rounds}
     with open("/proc/loadavg", encoding="ascii") as fh:
         out["loadavg_before"] = fh.read().split()[:3]
     module = load_floor(floor_path) if floor else None
     with Progress("bench tenants", total=1 + (module is not None), unit="steps", enabled=True) as bar:
         bar.phase(f"the store at {records} records")
-        out["store"] = run_store(records, root, rounds=rounds)
+        out["store"] = run_store(records, root, rounds=rounds, read_cache_bytes=read_cache_bytes)
         bar.advance()
         if module is not None:
             bar.phase("the SQLite + numpy floor")
@@ -786,8 +794,8 @@ def _run(records: int, *, root: str, rounds: int, floor: bool, floor_path: str |
     return out
 
 
-def main(records: int, *, root: str | None, quick: bool) -> None:
-    result = run(records, root=root, rounds=50 if quick else 200)
+def main(records: int, *, root: str | None, quick: bool, read_cache_bytes: int | None = None) -> None:
+    result = run(records, root=root, rounds=50 if quick else 200, read_cache_bytes=read_cache_bytes)
     json.dump(result, sys.stdout, indent=2, default=str)
     print()
     print(markdown(result))

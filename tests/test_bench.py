@@ -76,6 +76,29 @@ def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload_and
     assert f"| {cache['history_queries']} ({cache['history_picks']}) |" in table
 
 
+def test_the_tenants_bench_runs_the_store_with_the_read_cache_bound_it_is_given(tmp_path, monkeypatch, capsys):
+    """`memlake bench --workload tenants --read-cache-mb N` opens its store with that bound (a
+    store bigger than its read caches, at a size that builds in seconds); the option is the
+    tenants workload's only."""
+    from memory_lakehouse import bench_tenants
+
+    seen: list[dict[str, object]] = []
+
+    def run(records, **options):
+        seen.append(options)
+        return {}
+
+    monkeypatch.setattr(bench_tenants, "run", run)
+    monkeypatch.setattr(bench_tenants, "markdown", lambda result: "")
+    bench.main(["--workload", "tenants", "--records", "2000", "--quick", "--read-cache-mb", "3"])
+    assert seen == [{"root": None, "rounds": 50, "read_cache_bytes": 3 * 2**20}]
+    with pytest.raises(SystemExit):
+        bench.main(["--records", "2000", "--read-cache-mb", "3"])
+    assert "--read-cache-mb is an option of --workload tenants" in capsys.readouterr().err
+    out = bench_tenants.run_store(2000, str(tmp_path / "s"), rounds=5, read_cache_bytes=2**20)
+    assert out["read_cache"]["bound_mb"] == 1.0 and out["read_cache"]["history_queries"] >= 1
+
+
 def test_the_tenants_workload_supersedes_a_fifth_of_its_slots_and_mixes_orgs_in_a_batch():
     from memory_lakehouse.bench_tenants import BATCH, Workload
 

@@ -407,6 +407,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
         + (["--recall"] if args.recall else [])
         + (["--store", args.store] if args.store else [])
         + ["--workload", args.workload]
+        + ([] if args.read_cache_mb is None else ["--read-cache-mb", str(args.read_cache_mb)])
     )
 
 
@@ -559,6 +560,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("store", "tenants"),
         default="store",
         help="tenants: many orgs, teams and actors, each read by a new actor, beside a SQLite floor",
+    )
+    p.add_argument(
+        "--read-cache-mb",
+        type=int,
+        default=None,
+        help="with --workload tenants: the store's read_cache_bytes in MB (default 512)",
     )
     p.set_defaults(fn=cmd_bench)
     # every argument (options included) goes to the suite's own parser: `memlake eval --help` is its help
