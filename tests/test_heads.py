@@ -135,11 +135,17 @@ def _random_write(store, rng, now, writers):
         return None
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_every_reader_at_every_basis_gets_what_the_per_reader_query_returns(tmp_path, seed):
+@pytest.mark.parametrize(
+    ("seed", "cache"),
+    [(1, None), (2, None), (1, 0), (8, 0)],
+    ids=["seed 1", "seed 2", "seed 1, no read cache", "seed 8, no read cache"],
+)
+def test_every_reader_at_every_basis_gets_what_the_per_reader_query_returns(tmp_path, seed, cache):
+    """With no room in the read caches (``read_cache_bytes=0``) every read goes through their
+    eviction: whole orgs' cells, histories waiting in the window and admitted by counts."""
     rng = random.Random(seed)
     now = [T0 + timedelta(days=10)]
-    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder(), read_cache_bytes=cache)
     writers = {org: ml.Principal(f"lead-{org}", ml.Scope(org), role="steward") for org in ORGS}
     readers = _readers()
     written, bases = [], []
@@ -164,6 +170,9 @@ def test_every_reader_at_every_basis_gets_what_the_per_reader_query_returns(tmp_
             _compare(store, rng, readers, bases + [store._basis(None, None, None)])
     store.purge(by=writers["acme"])
     _compare(store, rng, readers, bases + [store._basis(None, None, None)], reads=16)
+    stats = store.read_cache_stats()
+    if cache == 0:  # the paths under test ran
+        assert stats.history_queries > 10 and stats.history_picks > 0 and stats.history_orgs <= 2
 
 
 def test_a_reader_of_an_org_with_no_rows_of_a_kind_sees_nothing_without_a_query(tmp_path):
@@ -661,6 +670,20 @@ def test_readers_going_round_more_orgs_than_the_histories_hold_keep_the_held_one
     # picked, it takes org0's place
     assert present(store.get_fact("user:1", "plan", by=readers["org3"], as_of=when)).value == "plan 3-1"
     assert list(store.vis._histories) == [("fact", "org1"), ("fact", "org5")]
+
+
+def test_a_history_waiting_in_the_window_is_not_served_once_its_org_is_written(tmp_path):
+    """With no room, org1's history waits in the window after its read. A write to org1 moves
+    its state on: the next read of org1 that needs its history reads it again and sees the write."""
+    store, now, leads, readers = _orgs_with_five_days_of_plans(tmp_path, orgs=2, read_cache_bytes=0)
+    long_ago = T0 + timedelta(hours=5)
+    for org in ("org0", "org1"):  # org0's history is held (the first), org1's waits in the window
+        assert present(store.get_fact("user:1", "plan", by=readers[org], as_of=long_ago)).value == "plan 0-1"
+    assert store.vis._history_window is not None and store.vis._history_window[0] == ("fact", "org1")
+    store.write(ml.Fact("user:1", "plan", "Enterprise", now[0], source="crm"), by=leads["org1"])
+    # at now: org1's only cell is days behind (the plans of days 1-4 lie between), so its history
+    assert present(store.get_fact("user:1", "plan", by=readers["org1"])).value == "Enterprise"
+    assert present(store.get_fact("user:1", "plan", by=readers["org1"], as_of=long_ago)).value == "plan 0-1"
 
 
 def test_readers_going_round_more_orgs_than_the_cells_hold_keep_the_held_ones(tmp_path):
