@@ -873,8 +873,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         table = self._register(kind)
         history = OrgHistory.of(self.execute(history_sql(f"{table} r", kind), {"org": org}), kind)
         self._histories.pop(key, None)  # one of an older state
-        held_bytes = sum(h.nbytes for _, h in self._histories.values())
-        if not self._histories or held_bytes + history.nbytes <= self.budget.histories:
+        if self._history_fits(history.nbytes):
             self._keep_history(key, state, history)
         else:
             if window is not None and window[0] != key and self._admit_history(window[0], window[2].nbytes):
@@ -891,6 +890,11 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             _, (_, gone) = self._histories.popitem(last=False)
             total -= gone.nbytes
 
+    def _history_fits(self, size: int) -> bool:
+        """Whether a history of *size* bytes fits beside those held (one always does: the read
+        under way's)."""
+        return not self._histories or sum(h.nbytes for _, h in self._histories.values()) + size <= self.budget.histories
+
     def _admit_history(self, key: tuple[str, str], size: int) -> bool:
         """Whether a history leaving the window is held: when it fits beside those held, or when
         its org is wanted more often than each held one it would push out (least recently
@@ -903,9 +907,9 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         allow. An org that becomes busy is admitted once it is wanted more than the idle
         ones, whose counts halve as reads go by.
         """
-        room = self.budget.histories - sum(h.nbytes for _, h in self._histories.values())
-        if room >= size or not self._histories:
+        if self._history_fits(size):
             return True
+        room = self.budget.histories - sum(h.nbytes for _, h in self._histories.values())
         wanted = self._history_wants.count(key)
         for victim, (_, held) in self._histories.items():
             if wanted <= self._history_wants.count(victim):
@@ -1474,8 +1478,8 @@ class CacheBudget:
     @classmethod
     def of(cls, total: object) -> CacheBudget:
         """*total* bytes shared 4 : 3 : 1 (256, 192 and 64 MB of the default 512 MB); or
-        ValidationError. 0 keeps only what the read under way needs (one org's cells and
-        history)."""
+        ValidationError. 0 keeps what the read under way needs (one org's cells, one history
+        held and the last one read in the window: `Visibility._history`)."""
         if isinstance(total, bool) or not isinstance(total, int) or total < 0:
             raise ValidationError(f"read_cache_bytes must be an int >= 0, got {total!r}", field="read_cache_bytes")
         heads, histories = total // 2, total * 3 // 8
