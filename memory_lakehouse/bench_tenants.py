@@ -466,9 +466,62 @@ def run_store(
         "history_picks": stats.history_picks,
         "history_queries": stats.history_queries,
     }
+    out["fact_rows_at_close"] = store.lake.all_rows("fact").num_rows
+    out["clock_at_close"] = clock.now.isoformat()
     store.close()  # saves the index partitions written to since they were built: its peak counts too
     out["delta_rss_peak_through_close_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
     return out
+
+
+def reopen(root: str, clock_at: str, *, k: int = 8) -> dict[str, Any]:
+    """A service restarting on the store: open it, then the first `get_fact` and recall by
+    actors new to it, each of an org not read yet, and a second recall. Run in a process of
+    its own (`bench.in_fresh_process`): in the bench's process the open reuses the heap the
+    store freed, and its memory would not show. Its Δ peak RSS includes the libraries'
+    first use (~90 MB: the whole figure for a 2,000-record store).
+
+    The ingest writes one small file per org and batch (20 a batch), and the default policy
+    compacts a table after 500 commits: a 100k store is opened with its 2,000 files.
+    """
+    from . import open as open_store
+    from .embed import HashingEmbedder
+
+    clock = _Clock(datetime.fromisoformat(clock_at))
+    out: dict[str, Any] = {}
+    _reset_peak()
+    rss_before = _proc_mb("VmRSS")
+    t = time.perf_counter()
+    store = open_store(root, clock=clock, embedder=HashingEmbedder(dim=384))
+    store.lake.refresh()  # the snapshot read: what every first read would wait for
+    out["open_s"] = round(time.perf_counter() - t, 2)
+    out["fact_files"] = store.maintenance.status().tables["fact"].files
+    out["fact_rows"] = store.lake.all_rows("fact").num_rows
+    first, second, third = (actor_principal(org, "team1", "reopened") for org in ORGS[:3])
+    # a slot of org00 at the org's scope, written once, not about the subject the run forgot
+    j = next(j for j in range(40, 10**9, 20) if _place(j)[3] == 0 and Workload().slot_of(j) == j)
+    found: list[Any] = []
+    for name, read in (
+        ("first_get_fact_ms", lambda: found.append(store.get_fact(f"user:{j // 8}", ATTRIBUTES[j % 8], by=first))),
+        ("first_recall_ms", partial(store.recall, "what plan is the customer on", by=second, k=k)),
+        ("second_recall_ms", partial(store.recall, "when did the plan change", by=third, k=k)),
+    ):
+        t = time.perf_counter()
+        read()
+        out[name] = round((time.perf_counter() - t) * 1000, 1)
+    out["delta_rss_peak_mb"] = round(_proc_mb("VmHWM") - rss_before, 1)
+    out["first_get_fact_found"] = found[0] is not None
+    store.close()
+    return out
+
+
+def compact(root: str, clock_at: str) -> int:
+    """Compact the store at *root* (`Maintenance.compact`): what `reopen` meets once the
+    maintenance policy has run. Returns the files removed."""
+    from . import open as open_store
+    from .embed import HashingEmbedder
+
+    with open_store(root, clock=_Clock(datetime.fromisoformat(clock_at)), embedder=HashingEmbedder(dim=384)) as store:
+        return store.maintenance.compact().files_removed
 
 
 #: Threads of the concurrent-writers figure: each writes one record at a time to an org of its own.
@@ -727,6 +780,24 @@ def markdown(result: dict[str, Any]) -> str:
             )
         )
 
+    for key, how in (("reopen", "as the run left it"), ("reopen_compacted", "compacted")):
+        if key in s:
+            again = s[key]
+            rows += [
+                (
+                    f"reopened in a process of its own, {how} ({again['fact_files']:,} fact files): {label}",
+                    (again[field], None),
+                    (None, None),
+                    False,
+                )
+                for label, field in (
+                    ("open (s)", "open_s"),
+                    ("first get_fact (ms)", "first_get_fact_ms"),
+                    ("first recall (ms)", "first_recall_ms"),
+                    ("Δ peak RSS (MB)", "delta_rss_peak_mb"),
+                )
+            ]
+
     def cell(v: tuple[float | None, float | None]) -> str:
         if v[0] is None:
             return ""
@@ -772,6 +843,8 @@ def run(
 def _run(
     records: int, *, root: str, rounds: int, floor: bool, floor_path: str | None, read_cache_bytes: int | None
 ) -> dict[str, Any]:
+    from .bench import in_fresh_process
+
     out: dict[str, Any] = {"records": records, "workload": "tenants", "rounds": rounds}
     with open("/proc/loadavg", encoding="ascii") as fh:
         out["loadavg_before"] = fh.read().split()[:3]
@@ -779,6 +852,12 @@ def _run(
     with Progress("bench tenants", total=1 + (module is not None), unit="steps", enabled=True) as bar:
         bar.phase(f"the store at {records} records")
         out["store"] = run_store(records, root, rounds=rounds, read_cache_bytes=read_cache_bytes)
+        bar.phase("the store reopened in a process of its own, then compacted and reopened")
+
+        at = out["store"]["clock_at_close"]
+        out["store"]["reopen"] = in_fresh_process(reopen, root, at)
+        removed = in_fresh_process(compact, root, at)  # a process of its own: its heap is not reopen's
+        out["store"]["reopen_compacted"] = {"compacted_files_removed": removed, **in_fresh_process(reopen, root, at)}
         bar.advance()
         if module is not None:
             bar.phase("the SQLite + numpy floor")

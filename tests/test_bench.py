@@ -71,9 +71,15 @@ def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload_and
     # reads at past bases of their own need each org's history: read by a query once, then picked
     cache = store["read_cache"]
     assert cache["history_queries"] >= 1 and cache["history_picks"] >= 1 and cache["bound_mb"] == 512
+    # a restart: the store the run left, then compacted, opened in processes of their own
+    again, compacted = store["reopen"], store["reopen_compacted"]
+    assert again["fact_rows"] == compacted["fact_rows"] == store["fact_rows_at_close"]
+    assert again["first_get_fact_found"] and compacted["first_get_fact_found"]
+    assert compacted["fact_files"] == 20 < again["fact_files"] == compacted["compacted_files_removed"]
     table = bench_tenants.markdown(out)
     assert "| recall p50, each query a new actor (ms) |" in table and "store / floor" in table
     assert f"| {cache['history_queries']} ({cache['history_picks']}) |" in table
+    assert f"| reopened in a process of its own, compacted (20 fact files): open (s) | {compacted['open_s']} |" in table
 
 
 def test_the_tenants_bench_runs_the_store_with_the_read_cache_bound_it_is_given(tmp_path, monkeypatch, capsys):
