@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
-from memory_lakehouse import retrieve
+from memory_lakehouse import lexical, retrieve
 from memory_lakehouse.lexical import Bm25, lexical_coverage, lexical_scores, tokenize
 from memory_lakehouse.ranking import fuse_scores
 
@@ -81,6 +81,62 @@ def _bm25s_tokens(texts: list[str]) -> list[list[str]]:
         show_progress=False,
     )
     return tokens
+
+
+def _bm25s_built(texts: list[str]) -> Bm25:
+    """A `Bm25` whose matrix bm25s built itself (`bm25s.BM25.index`), the reference `lexical.index` follows."""
+    import bm25s
+
+    model = Bm25([])
+    model.size = len(texts)
+    corpus = tokenize(texts)
+    model.average_length = sum(map(len, corpus)) / len(corpus)
+    model.model = bm25s.BM25()
+    model.model.index(corpus, show_progress=False)
+    return model
+
+
+def _same_scoring(ours: Bm25, theirs: Bm25, queries: list[str]) -> None:
+    assert ours.model is not None and theirs.model is not None
+    assert set(ours.model.vocab_dict) == set(theirs.model.vocab_dict)
+    for word in theirs.model.vocab_dict:
+        assert ours._document_frequency(word) == theirs._document_frequency(word), word
+    for query in queries:
+        assert ours.scores(query).tobytes() == theirs.scores(query).tobytes(), query  # to the bit
+        assert ours.coverage(query).tobytes() == theirs.coverage(query).tobytes(), query
+
+
+def test_the_term_matrix_built_with_numpy_scores_as_bm25s_builds_it():
+    rows = CORPUS + NEW_ROWS + ["", "the", "refund refund refund refunds refunded", "order " * 30 + "late"]
+    queries = ["initech invoices", "refund stuck", "order late", "NW-88213 delivered", "zeppelin", "the"]
+    queries += [" ".join(tokenize([text])[0][:3]) for text in rows if text]
+    _same_scoring(Bm25(rows), _bm25s_built(rows), queries)
+
+
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["plan", "plans", "team", "seat", "billing", "refund", "sso", "the", "x1", "42"])).map(
+            " ".join
+        ),
+        min_size=1,
+        max_size=12,
+    ).filter(lambda texts: any(tokenize(texts))),
+    st.lists(st.sampled_from(["plan", "team", "seats", "billing refund", "sso 42", "unknown"]), min_size=1, max_size=3),
+)
+def test_the_term_matrix_built_with_numpy_scores_as_bm25s_builds_it_for_any_corpus(texts, words):
+    _same_scoring(Bm25(texts), _bm25s_built(texts), [" ".join(words)])
+
+
+def test_a_model_with_settings_the_numpy_build_does_not_spell_out_is_built_by_bm25s():
+    import bm25s
+
+    corpus = tokenize(CORPUS)
+    model = bm25s.BM25(method="atire")
+    lexical.index(model, corpus)
+    reference = bm25s.BM25(method="atire")
+    reference.index(corpus, show_progress=False)
+    query = tokenize(["initech invoices late order"])[0]
+    assert model.get_scores(query).tobytes() == reference.get_scores(query).tobytes()
 
 
 # ----------------------------------------------------------------------- lexical coverage
