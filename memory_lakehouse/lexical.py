@@ -10,10 +10,12 @@ its words hold — which is what hybrid fusion adds to a cosine (`retrieve.fuse_
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -67,6 +69,59 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     return [[stems[w] for w in doc] for doc in words]
 
 
+#: What `term_ids` joins the texts with: not a token character, so no token spans two texts.
+_ROW_BREAK = "\x00"
+_split_rows = re.compile(TOKEN_PATTERN + "|" + _ROW_BREAK).findall
+
+
+@dataclass(frozen=True)
+class TermIds:
+    """`tokenize` of many texts as arrays: each token's id in *vocab* and its text's index,
+    in order, and each text's count of tokens."""
+
+    tokens: np.ndarray  # int64
+    rows: np.ndarray  # int64, ascending
+    lengths: np.ndarray  # int64, one per text
+    vocab: dict[str, int]  # stem -> id, in order of first use
+
+
+def term_ids(texts: Sequence[str]) -> TermIds:
+    """`tokenize` of *texts* (the same tokens, text by text) without a Python step per token.
+
+    `tokenize` splits, filters and maps each text's words in Python: most of an org's BM25
+    build once the matrix is built with numpy (`index`). An org's build at 1M rows (50,000
+    an org) took 0.66-0.75 s through `tokenize`, 0.45-0.48 through this; at 100k 40-43 ms,
+    33-34 (what is left is mostly the one regex pass, ~45 ns a character). Here the
+    texts are lower-cased one by one and joined by `_ROW_BREAK`, one regex pass splits
+    them (the break is a token of its own), each distinct word is looked up once (stopword,
+    stem, id), and the rest is a C-level map and numpy. A text holding the break itself is
+    tokenized by `tokenize`. tests/test_ranking.py checks both give the same tokens.
+    """
+    if any(_ROW_BREAK in text for text in texts):
+        return _term_ids_of(tokenize(texts))
+    words = _split_rows(_ROW_BREAK.join([text.lower() for text in texts]))
+    stop = _stopwords()
+    distinct = [w for w in dict.fromkeys(words) if w not in stop and w != _ROW_BREAK]
+    stems = _stemmer().stemWords(distinct)
+    vocab = {stem: i for i, stem in enumerate(dict.fromkeys(stems))}  # first use of a stem: of its first word
+    code = {word: vocab[stem] for word, stem in zip(distinct, stems, strict=True)}
+    code[_ROW_BREAK] = -2
+    ids = np.fromiter(map(code.get, words, itertools.repeat(-1)), np.int64, len(words))  # -1: a stopword
+    row_of = np.cumsum(ids == -2)  # each word's text: the breaks before it
+    kept = ids >= 0
+    rows = row_of[kept]
+    return TermIds(ids[kept], rows, np.bincount(rows, minlength=len(texts)).astype(np.int64), vocab)
+
+
+def _term_ids_of(corpus: list[list[str]]) -> TermIds:
+    """`TermIds` of a tokenized corpus (`tokenize`'s lists)."""
+    flat = [t for doc in corpus for t in doc]
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(flat))}  # in order of first use
+    lengths = np.fromiter(map(len, corpus), np.int64, len(corpus))
+    tokens = np.fromiter(map(vocab.__getitem__, flat), np.int64, len(flat))
+    return TermIds(tokens, np.repeat(np.arange(len(corpus), dtype=np.int64), lengths), lengths, vocab)
+
+
 @functools.lru_cache(maxsize=4096)
 def query_tokens(query: str) -> tuple[str, ...]:
     """`tokenize` of one query, remembered (recall tokenizes its query twice per org: scores, coverage)."""
@@ -86,12 +141,12 @@ class Bm25:
 
         self.size = len(texts)
         self.model = None
-        corpus = tokenize(texts) if texts else []
+        terms = term_ids(texts)
         #: the rows' mean length in tokens: BM25's length normalisation (`scores_of` needs it)
-        self.average_length = sum(map(len, corpus)) / len(corpus) if corpus else 0.0
-        if any(corpus):
+        self.average_length = int(terms.lengths.sum()) / len(texts) if texts else 0.0
+        if len(terms.tokens):
             self.model = bm25s.BM25()
-            index(self.model, corpus)
+            _build(self.model, terms)
 
     def _column(self, token: str) -> int | None:
         """The token's column in the model's term matrix (None: no row holds it)."""
@@ -210,7 +265,8 @@ def index(model: Any, corpus: list[list[str]]) -> None:
     bm25s builds it a row at a time in Python (a `Counter` and three small arrays per row,
     ~17 µs a row), and an org's first recall after a restart builds the org's model: at
     100k rows (5,000 an org) the build took 111-113 ms that way and 40-43 this one, at 1M
-    (50,000 an org) 1.44-1.51 s and 0.66-0.75 (tokenizing is most of what is left). The
+    (50,000 an org) 1.44-1.51 s and 0.66-0.75 (tokenizing was most of what was left:
+    `term_ids`). The
     arithmetic is bm25s's, step for step, so
     the matrix is the same to the bit: its default Lucene scoring (IDF
     ``log(1 + (N - df + 0.5) / (df + 0.5))`` by `math.log`, rounded to the model's dtype;
@@ -223,12 +279,14 @@ def index(model: Any, corpus: list[list[str]]) -> None:
     if model.method != "lucene" or model.idf_method != "lucene" or model.csc_backend != "numpy":
         model.index(corpus, show_progress=False)  # settings this build does not spell out
         return
-    flat = [t for doc in corpus for t in doc]
-    vocab = {t: i for i, t in enumerate(dict.fromkeys(flat))}  # in order of first use
-    lengths = np.fromiter(map(len, corpus), np.int64, len(corpus))
-    tokens = np.fromiter(map(vocab.__getitem__, flat), np.int64, len(flat))
-    n_docs, n_vocab = len(corpus), len(vocab)
-    pairs, counts = np.unique(tokens * n_docs + np.repeat(np.arange(n_docs), lengths), return_counts=True)
+    _build(model, _term_ids_of(corpus))
+
+
+def _build(model: Any, terms: TermIds) -> None:
+    """`index` of the corpus *terms* holds (a fresh model with bm25s's default settings)."""
+    vocab, lengths = dict(terms.vocab), terms.lengths
+    n_docs, n_vocab = len(lengths), len(vocab)
+    pairs, counts = np.unique(terms.tokens * n_docs + terms.rows, return_counts=True)
     column, row = np.divmod(pairs, n_docs)  # sorted by token, then row: the CSC order
     df = np.bincount(column, minlength=n_vocab)
     idf = np.array(

@@ -83,6 +83,28 @@ def _bm25s_tokens(texts: list[str]) -> list[list[str]]:
     return tokens
 
 
+def _tokens_per_text(texts: list[str]) -> list[list[str]]:
+    """`lexical.term_ids` of *texts* read back as `tokenize`'s lists."""
+    terms = lexical.term_ids(texts)
+    stem_of = {i: stem for stem, i in terms.vocab.items()}
+    out: list[list[str]] = [[] for _ in texts]
+    for token, row in zip(terms.tokens.tolist(), terms.rows.tolist(), strict=True):
+        out[row].append(stem_of[token])
+    assert terms.lengths.tolist() == [len(doc) for doc in out]
+    return out
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from("abcdeéß_-: '.IİΣσ\x000123456789THE\n"), max_size=40), max_size=8))
+def test_the_term_ids_of_many_texts_are_their_tokens(texts):
+    assert _tokens_per_text(texts) == tokenize(texts)
+
+
+def test_the_term_ids_of_prose_are_its_tokens_with_or_without_a_row_break_in_a_text():
+    texts = CORPUS + NEW_ROWS + ["", "The ODYSSEUS sailed; ΟΔΥΣΣΕΥΣ.", "the the the", "Invoices: C-20417 sso_provider"]
+    assert _tokens_per_text(texts) == tokenize(texts)
+    assert _tokens_per_text(texts + ["a row\x00break"]) == tokenize(texts + ["a row\x00break"])
+
+
 def _bm25s_built(texts: list[str]) -> Bm25:
     """A `Bm25` whose matrix bm25s built itself (`bm25s.BM25.index`), the reference `lexical.index` follows."""
     import bm25s
