@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import ValidationError
 
@@ -338,6 +339,32 @@ def episode_keys(kind: str, rows: pa.Table) -> list[Hashable | None]:
     sources = rows.column("source").to_pylist()
     starts = rows.column("valid_from").cast(pa.int64()).to_pylist()
     return [(kind, src, t) if t is not None else None for src, t in zip(sources, starts, strict=True)]
+
+
+def episode_groups(kind: str, rows: pa.Table) -> tuple[dict[Hashable, int], int]:
+    """The episodes of *rows* that hold two rows or more, with how many each holds, and the
+    size of the largest (0 when no row has a key): ``Counter(episode_keys(kind, rows))``
+    without the None key, read as an org's BM25 build keeps it.
+
+    Counted by Arrow's group-by, and only groups of two or more become Python keys: an org of
+    facts is mostly groups of one, whose tuples and `Counter` took ~22 ms of a 50,000-row
+    org's build. tests/test_ranking.py checks both count alike.
+    """
+    if "session_id" in rows.column_names:
+        names = ["session_id"]
+        keyed = rows.select(names)
+        keyed = keyed.filter(pc.fill_null(pc.not_equal(keyed.column("session_id"), ""), False))
+    else:
+        names = ["source", "valid_from"]
+        keyed = pa.table({"source": rows.column("source"), "valid_from": rows.column("valid_from").cast(pa.int64())})
+        keyed = keyed.filter(pc.is_valid(keyed.column("valid_from")))
+    if not keyed.num_rows:
+        return {}, 0
+    counted = keyed.group_by(names).aggregate([([], "count_all")])
+    largest = pc.max(counted.column("count_all")).as_py()
+    shared = counted.filter(pc.greater(counted.column("count_all"), 1))
+    values = [shared.column(c).to_pylist() for c in [*names, "count_all"]]
+    return {(kind, *key): n for *key, n in zip(*values, strict=True)}, largest
 
 
 def with_context(

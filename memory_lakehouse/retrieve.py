@@ -63,6 +63,7 @@ from .ranking import (
     RRF_K,
     Ranking,
     best_neighbours,
+    episode_groups,
     episode_keys,
     fuse,
     in_named_month,
@@ -538,18 +539,17 @@ class Retriever:
             state.bm25 = Bm25(texts)
             if state.partition is not None:
                 ids = state.partition.shared(ids)  # one str object per id for the partition and the model
-            sizes = Counter(
-                key
-                for kind, rows in self._org_rows(org, _episode_columns)
-                if rows.num_rows
-                for key in episode_keys(kind, rows)
-                if key is not None
-            )
-            state.largest_episode = max(sizes.values(), default=0)
             # groups of one row are left out (`_episodes` counts a key it lacks as one): in an org of
             # facts most rows are one, and their keys held ~190 bytes a row (~19 MB on the 100k
             # tenants store, by tracemalloc)
-            state.episode_sizes = Counter({key: n for key, n in sizes.items() if n > 1})
+            sizes: Counter[Any] = Counter()
+            largest = 0
+            for kind, rows in self._org_rows(org, _episode_columns):
+                if rows.num_rows:
+                    shared, most = episode_groups(kind, rows)
+                    sizes.update(shared)  # a key names its kind: no two kinds share one
+                    largest = max(largest, most)
+            state.episode_sizes, state.largest_episode = sizes, largest
             state.bm25_ids = {rid: i for i, rid in enumerate(ids)}
             state.bm25_rids = ids
             state.bm25_versions = current

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import memory_lakehouse as ml
 from memory_lakehouse import lexical, retrieve
 from memory_lakehouse.lexical import Bm25, lexical_coverage, lexical_scores, tokenize
-from memory_lakehouse.ranking import fuse_scores
+from memory_lakehouse.ranking import episode_groups, episode_keys, fuse_scores
 
 EMBEDDER = ml.HashingEmbedder(dim=64)
 
@@ -103,6 +103,32 @@ def test_the_term_ids_of_prose_are_its_tokens_with_or_without_a_row_break_in_a_t
     texts = CORPUS + NEW_ROWS + ["", "The ODYSSEUS sailed; ΟΔΥΣΣΕΥΣ.", "the the the", "Invoices: C-20417 sso_provider"]
     assert _tokens_per_text(texts) == tokenize(texts)
     assert _tokens_per_text(texts + ["a row\x00break"]) == tokenize(texts + ["a row\x00break"])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([None, "", "s1", "s2"]),
+            st.sampled_from([None, "chat", "billing_api"]),
+            st.sampled_from([None, 0, 60, 3600]),
+        ),
+        max_size=30,
+    )
+)
+def test_episode_groups_count_what_the_episode_keys_name(rows):
+    from collections import Counter
+
+    import pyarrow as pa
+
+    stamp = pa.timestamp("us", tz="UTC")
+    starts = pa.array([None if t is None else t * 1_000_000 for _, _, t in rows], pa.int64()).cast(stamp)
+    sessions = pa.table({"session_id": pa.array([sid for sid, _, _ in rows], pa.string())})
+    dated = pa.table({"source": pa.array([src for _, src, _ in rows], pa.string()), "valid_from": starts})
+    for kind, table in (("turn", sessions), ("fact", dated)):
+        counted = Counter(key for key in episode_keys(kind, table) if key is not None)
+        shared, largest = episode_groups(kind, table)
+        assert shared == {key: n for key, n in counted.items() if n > 1}
+        assert largest == max(counted.values(), default=0)
 
 
 def _bm25s_built(texts: list[str]) -> Bm25:
