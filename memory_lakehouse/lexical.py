@@ -1,10 +1,11 @@
 """Lexical matching: the tokens, the BM25 model and the coverage measure recall fuses.
 
 BM25 is bm25s's (a sparse term matrix; scoring a query reads only the columns of its
-words), its matrix built here with numpy (`index`). Words are Snowball-stemmed (PyStemmer) and English stopwords dropped, so
-"invoices" matches "invoiced" and "can", "do", "we" match nothing. `Bm25.coverage`
-puts a row's lexical match on a fixed [0, 1] scale — the share of the query's IDF mass
-its words hold — which is what hybrid fusion adds to a cosine (`retrieve.fuse_scores`).
+words), its matrix built here with numpy (`_term_matrix`). Words are Snowball-stemmed
+(PyStemmer) and English stopwords dropped, so "invoices" matches "invoiced" and "can",
+"do", "we" match nothing. `Bm25.coverage` puts a row's lexical match on a fixed [0, 1]
+scale — the share of the query's IDF mass its words hold — which is what hybrid fusion
+adds to a cosine (`retrieve.fuse_scores`).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def term_ids(texts: Sequence[str]) -> TermIds:
     """`tokenize` of *texts* (the same tokens, text by text) without a Python step per token.
 
     `tokenize` splits, filters and maps each text's words in Python: most of an org's BM25
-    build once the matrix is built with numpy (`index`). An org's build at 1M rows (50,000
+    build once the matrix is built with numpy (`_term_matrix`). An org's build at 1M rows (50,000
     an org) took 0.66-0.75 s through `tokenize`, 0.45-0.48 through this; at 100k 40-43 ms,
     33-34 (what is left is mostly the one regex pass, ~45 ns a character). Here the
     texts are lower-cased one by one and joined by `_ROW_BREAK`, one regex pass splits
@@ -146,7 +147,7 @@ class Bm25:
         self.average_length = int(terms.lengths.sum()) / len(texts) if texts else 0.0
         if len(terms.tokens):
             self.model = bm25s.BM25()
-            _build(self.model, terms)
+            _term_matrix(self.model, terms)
 
     def _column(self, token: str) -> int | None:
         """The token's column in the model's term matrix (None: no row holds it)."""
@@ -258,32 +259,27 @@ class Bm25:
         return scores if mask is None else np.where(mask, scores, 0.0)
 
 
-def index(model: Any, corpus: list[list[str]]) -> None:
-    """``model.index(corpus, show_progress=False)`` for a fresh ``bm25s.BM25()``: the same
-    term matrix, built with numpy over every token of the corpus at once.
+def _term_matrix(model: Any, terms: TermIds) -> None:
+    """What ``model.index(corpus, show_progress=False)`` gives a fresh ``bm25s.BM25()`` for
+    the corpus *terms* holds: the same term matrix, built with numpy over every token at once.
 
-    bm25s builds it a row at a time in Python (a `Counter` and three small arrays per row,
-    ~17 µs a row), and an org's first recall after a restart builds the org's model: at
-    100k rows (5,000 an org) the build took 111-113 ms that way and 40-43 this one, at 1M
-    (50,000 an org) 1.44-1.51 s and 0.66-0.75 (tokenizing was most of what was left:
-    `term_ids`). The
-    arithmetic is bm25s's, step for step, so
-    the matrix is the same to the bit: its default Lucene scoring (IDF
-    ``log(1 + (N - df + 0.5) / (df + 0.5))`` by `math.log`, rounded to the model's dtype;
-    each (row, token) scored in float64 as ``idf * tf / (k1 * (1 - b + b * len / mean len) + tf)``,
-    then rounded), a column per token holding its rows in order, and the empty token after
-    the others. Only the token ids differ (bm25s numbers them in a set's order, this in order
-    of first use): no score depends on them. tests/test_ranking.py checks both builds give
-    the same scores and coverage.
+    bm25s builds it a row at a time in Python (a `Counter` and three small arrays a row,
+    ~17 µs a row), and an org's first recall after a restart builds the org's model: at 100k
+    rows (5,000 an org) the build took 111-113 ms that way and 40-43 this way, at 1M (50,000
+    an org) 1.44-1.51 s and 0.66-0.75 (tokenizing was most of what was left: `term_ids`).
+
+    The arithmetic is bm25s's, step for step, so the matrix is the same to the bit: its
+    default Lucene scoring (IDF ``log(1 + (N - df + 0.5) / (df + 0.5))`` by `math.log`,
+    rounded to the model's dtype; each (row, token) scored in float64 as
+    ``idf * tf / (k1 * (1 - b + b * len / mean len) + tf)``, then rounded), a column per token
+    holding its rows in order, and the empty token after the others. Only the token ids
+    differ (bm25s numbers them in a set's order, this in order of first use): no score
+    depends on them. tests/test_ranking.py checks the scores and coverage against bm25s's
+    own build. Other settings than bm25s's defaults are refused, not approximated.
     """
-    if model.method != "lucene" or model.idf_method != "lucene" or model.csc_backend != "numpy":
-        model.index(corpus, show_progress=False)  # settings this build does not spell out
-        return
-    _build(model, _term_ids_of(corpus))
-
-
-def _build(model: Any, terms: TermIds) -> None:
-    """`index` of the corpus *terms* holds (a fresh model with bm25s's default settings)."""
+    settings = (model.method, model.idf_method, model.csc_backend)
+    if settings != ("lucene", "lucene", "numpy"):
+        raise ValueError(f"the numpy build spells out bm25s's Lucene scoring only, not {settings}")
     vocab, lengths = dict(terms.vocab), terms.lengths
     n_docs, n_vocab = len(lengths), len(vocab)
     pairs, counts = np.unique(terms.tokens * n_docs + terms.rows, return_counts=True)

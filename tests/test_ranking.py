@@ -175,16 +175,13 @@ def test_the_term_matrix_built_with_numpy_scores_as_bm25s_builds_it_for_any_corp
     _same_scoring(Bm25(texts), _bm25s_built(texts), [" ".join(words)])
 
 
-def test_a_model_with_settings_the_numpy_build_does_not_spell_out_is_built_by_bm25s():
+def test_a_model_with_settings_the_numpy_build_does_not_spell_out_is_refused():
     import bm25s
 
-    corpus = tokenize(CORPUS)
-    model = bm25s.BM25(method="atire")
-    lexical.index(model, corpus)
-    reference = bm25s.BM25(method="atire")
-    reference.index(corpus, show_progress=False)
-    query = tokenize(["initech invoices late order"])[0]
-    assert model.get_scores(query).tobytes() == reference.get_scores(query).tobytes()
+    terms = lexical.term_ids(CORPUS)
+    with pytest.raises(ValueError, match="Lucene"):
+        lexical._term_matrix(bm25s.BM25(method="atire"), terms)
+    lexical._term_matrix(bm25s.BM25(), terms)  # bm25s's defaults: what `Bm25` makes
 
 
 # ----------------------------------------------------------------------- lexical coverage
