@@ -532,14 +532,15 @@ class Visibility:
                 hidden = "FALSE"
             else:
                 hidden = f"NOT ({forgotten_sql('s')})"
-            if offset == 0 and applied == 0:
-                self.con.execute(
-                    f"CREATE TABLE {name} AS SELECT s.*, {hidden}::BOOLEAN AS hidden, "
-                    "NULL::TIMESTAMPTZ AS retracted_since FROM _mirror_src s"
-                )
-                self._hidden_for[kind] = self._forgotten
-            else:
-                self.con.execute(f"INSERT INTO {name} SELECT s.*, {hidden}, NULL FROM _mirror_src s")
+            with self._copy_threads(chunk.num_rows):
+                if offset == 0 and applied == 0:
+                    self.con.execute(
+                        f"CREATE TABLE {name} AS SELECT s.*, {hidden}::BOOLEAN AS hidden, "
+                        "NULL::TIMESTAMPTZ AS retracted_since FROM _mirror_src s"
+                    )
+                    self._hidden_for[kind] = self._forgotten
+                else:
+                    self.con.execute(f"INSERT INTO {name} SELECT s.*, {hidden}, NULL FROM _mirror_src s")
             self.con.unregister("_mirror_src")
             if pc.any(pc.equal(chunk.column("status"), "retracted")).as_py():
                 self._mark_retractions(name, since_row=offset)
@@ -553,6 +554,20 @@ class Visibility:
             self.con.execute(f"UPDATE {name} AS t SET hidden = NOT ({forgotten_sql('t')})")
             self._hidden_for[kind] = self._forgotten
         return name
+
+    @contextmanager
+    def _copy_threads(self, rows: int) -> Iterator[None]:
+        """DuckDB's threads while *rows* are copied into a mirror: `COPY_THREADS` for a copy of
+        `COPY_THREADS_ROWS` or more (a store's first read of a kind), `DUCKDB_THREADS` again
+        after. Call under the lock (the setting is the connection's)."""
+        if rows < COPY_THREADS_ROWS or COPY_THREADS <= DUCKDB_THREADS:
+            yield
+            return
+        self.con.execute(f"SET threads = {COPY_THREADS}")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET threads = {DUCKDB_THREADS}")
 
     def _register_ledger(self) -> None:
         """Give DuckDB the current ledger (`forgotten_sql` reads these two tables)."""
@@ -1454,6 +1469,12 @@ SUBJECT_SLOTS = frozenset({"fact", "preference"})
 #: DuckDB worker threads. The mirror of a 100k-row store is one row group, scanned by one
 #: thread anyway, and each extra thread kept ~90 MB of allocator caches (RSS 476 vs 386 MB).
 DUCKDB_THREADS = 1
+#: ... except while a mirror copies this many rows or more (`Visibility._copy_threads`): the
+#: first read of a kind after a restart copies the whole snapshot. Reopening the 1M tenants
+#: store, its first `get_fact` took 1,429-1,431 ms with one thread and 991-1,068 with two
+#: (Δ peak RSS +5-7 MB); at 100k two threads cost it ~100 ms more (175-181 -> 281-287).
+COPY_THREADS_ROWS = 500_000
+COPY_THREADS = 2
 
 #: Basis cells of slot heads kept per (kind, org) (now, and a few past bases); the bytes all of
 #: them may hold are `CacheBudget.heads`.

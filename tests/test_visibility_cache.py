@@ -147,3 +147,39 @@ def test_a_write_to_another_org_keeps_a_readers_remembered_results_and_one_to_it
         assert not any("remembered visible set" in line or "from cache" in line for line in lines)
     assert store.get_fact("user:0", "plan", by=globex).value == "Enterprise"
     assert store.get_fact("user:0", "plan", by=reader).value == "Free"
+
+
+def test_a_mirror_copied_by_more_threads_serves_the_same_and_serving_goes_back_to_one(tmp_path, monkeypatch):
+    """A big copy into the mirror (a store's first read of a kind) runs on `COPY_THREADS`;
+    the reads after it run on `DUCKDB_THREADS` again, and see what a one-thread copy shows:
+    supersession, scope and a forget included."""
+    from memory_lakehouse import query
+
+    now = [T0 + timedelta(days=3)]
+    writer = _store(tmp_path, now)
+    lead = ml.Principal("lead", ml.Scope("acme"), role="curator")
+    dpo = ml.Principal("dpo", ml.Scope("acme"), role="steward")
+    reader = ml.Principal("ann", ml.Scope("acme", "support", "tier2", "ann"), role="member")
+    for i in range(12):
+        writer.write(ml.Fact(f"user:{i}", "plan", "Free", T0, source="crm"), by=lead)
+        writer.write(ml.Fact(f"user:{i}", "plan", f"Pro {i}", T0 + timedelta(days=1), source="crm"), by=lead)
+    writer.write(ml.Fact("user:3", "plan", "Team", T0, source="crm", scope=reader.scope), by=lead)
+    writer.forget("user:5", by=dpo, reason="erasure request")
+    writer.close()
+
+    def served(rows_for_more_threads: int) -> list[object]:
+        monkeypatch.setattr(query, "COPY_THREADS_ROWS", rows_for_more_threads)
+        store = _store(tmp_path, now)
+        bases = (None, T0 + timedelta(hours=12))  # now; before the Pro rows in world time
+        facts = [store.get_fact(f"user:{i}", "plan", by=reader, valid_at=at) for i in range(12) for at in bases]
+        threads = store.vis.con.execute("SELECT current_setting('threads')").fetchone()[0]
+        store.close()
+        assert threads == query.DUCKDB_THREADS
+        return [None if f is None else (f.record_id, f.value) for f in facts]
+
+    copied_by_more = served(1)
+    assert copied_by_more == served(10**9)
+    values = [None if f is None else f[1] for f in copied_by_more]
+    assert values[2:4] == ["Pro 1", "Free"]  # superseded in world time
+    assert values[6:8] == ["Team", "Team"]  # ann's own row outranks the org's
+    assert values[10:12] == [None, None]  # forgotten at every basis
