@@ -167,7 +167,7 @@ def test_a_mirror_copied_by_more_threads_serves_the_same_and_serving_goes_back_t
     writer.forget("user:5", by=dpo, reason="erasure request")
     writer.close()
 
-    def served(rows_for_more_threads: int) -> list[object]:
+    def served(rows_for_more_threads: int) -> list[tuple[str | None, object] | None]:
         monkeypatch.setattr(query, "COPY_THREADS_ROWS", rows_for_more_threads)
         store = _store(tmp_path, now)
         bases = (None, T0 + timedelta(hours=12))  # now; before the Pro rows in world time
