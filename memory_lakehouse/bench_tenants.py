@@ -63,6 +63,17 @@ def _place(i: int) -> tuple[str, str, str, int]:
     return ORGS[i % 20], f"team{(i // 20) % TEAMS}", f"a{(i // 100) % ACTORS}", (i // 20 + 2 * (i // 100)) % 5
 
 
+def _org_wide(i: int, work: Workload) -> bool:
+    """Whether record *i* is its slot's first version and at its org's scope: a slot every
+    actor of the org sees."""
+    return _place(i)[3] == 0 and work.slot_of(i) == i
+
+
+def _slot(i: int) -> tuple[str, str]:
+    """The (subject, attribute) of record *i*'s slot (`Workload.record`)."""
+    return f"user:{i // 8}", ATTRIBUTES[i % 8]
+
+
 def scope_of(org: str, team: str, actor: str, level: int) -> Scope:
     if level == 0:
         return Scope(org)
@@ -90,7 +101,7 @@ class Workload:
         org, team, actor, level = _place(j)
         rng = random.Random(i)
         value = " ".join(rng.choice(WORDS) for _ in range(6))
-        subject, attribute = f"user:{j // 8}", ATTRIBUTES[j % 8]
+        subject, attribute = _slot(j)
         scope = scope_of(org, team, actor, level)
         valid_from = T0 + timedelta(minutes=i)
         fact = Fact(subject, attribute, value, valid_from, source="bench@v1", scope=scope)
@@ -301,13 +312,13 @@ def run_store(
     )
 
     def own_slot(who: Principal, i: int) -> tuple[str, str]:
-        """A slot every actor of *who*'s org sees: one written at the org's scope."""
+        """A slot every actor of *who*'s org sees (`_org_wide`), picked at random."""
         o = ORGS.index(who.scope.org)
         pick = random.Random(i)
         while True:
             j = o + 20 * pick.randrange(max(1, records // 20))
-            if _place(j)[3] == 0 and work.slot_of(j) == j:
-                return f"user:{j // 8}", ATTRIBUTES[j % 8]
+            if _org_wide(j, work):
+                return _slot(j)
 
     def get_fact(args: tuple[Principal, int]) -> Any:
         who, i = args
@@ -481,7 +492,8 @@ def reopen(root: str, clock_at: str, *, k: int = 8) -> dict[str, Any]:
     first use (~90 MB: the whole figure for a 2,000-record store).
 
     The ingest writes one small file per org and batch (20 a batch), and the default policy
-    compacts a table after 500 commits: a 100k store is opened with its 2,000 files.
+    compacts a table after 500 commits: a 100k store ingested alone holds 2,000 files; the
+    one a 100k run leaves holds ~330 (its single writes crossed 500 commits).
     """
     from . import open as open_store
     from .embed import HashingEmbedder
@@ -497,11 +509,12 @@ def reopen(root: str, clock_at: str, *, k: int = 8) -> dict[str, Any]:
     out["fact_files"] = store.maintenance.status().tables["fact"].files
     out["fact_rows"] = store.lake.all_rows("fact").num_rows
     first, second, third = (actor_principal(org, "team1", "reopened") for org in ORGS[:3])
-    # a slot of org00 at the org's scope, written once, not about the subject the run forgot
-    j = next(j for j in range(40, 10**9, 20) if _place(j)[3] == 0 and Workload().slot_of(j) == j)
+    # a slot org00's actors all see, not about the subject the run forgot (user:0)
+    work = Workload()
+    subject, attribute = _slot(next(j for j in range(0, 10**9, 20) if j // 8 and _org_wide(j, work)))
     found: list[Any] = []
     for name, read in (
-        ("first_get_fact_ms", lambda: found.append(store.get_fact(f"user:{j // 8}", ATTRIBUTES[j % 8], by=first))),
+        ("first_get_fact_ms", lambda: found.append(store.get_fact(subject, attribute, by=first))),
         ("first_recall_ms", partial(store.recall, "what plan is the customer on", by=second, k=k)),
         ("second_recall_ms", partial(store.recall, "when did the plan change", by=third, k=k)),
     ):
