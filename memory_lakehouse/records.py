@@ -591,11 +591,6 @@ def record_columns(kind: str) -> tuple[str, ...]:
 
 def record_from_row(kind: str, row: Mapping[str, Any]) -> Envelope:
     """Rebuild a typed record from a row of its table (plus ``known_since`` if joined)."""
-    return _stored(SPECS[kind].cls, stored_fields(kind, row))
-
-
-def stored_fields(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
-    """The constructor arguments of the record a row of *kind* holds (`record_from_row`)."""
     spec = SPECS[kind]
     scope = _scope(row["org"], row.get("division"), row.get("team"), row.get("actor"))
     kw = spec.from_columns(row)
@@ -617,34 +612,8 @@ def stored_fields(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
     )
     if kind in ("preference", "note"):
         kw["ttl"] = None if kind == "preference" else NOTE_TTL
-    return kw
-
-
-def _stored(cls: type[Envelope], values: Mapping[str, Any]) -> Envelope:
-    """``cls(**values)`` for a row the store validated when it was written, without the
-    dataclass ``__init__``: a frozen class sets each of its ~20 fields through
-    ``object.__setattr__`` (~6 µs a record; a recall builds eight, a replay thousands).
-    The fields *values* leaves out take their defaults; a name that is not a field, or a
-    field with no default left out, raises TypeError as the constructor would.
-    tests/test_records.py checks it against the constructor for every kind.
-    """
-    defaults, names = _fields_of(cls)  # type: ignore[arg-type]  # mypy does not take a class for Hashable
-    record = object.__new__(cls)
-    record.__dict__.update(defaults, **values)
-    if record.__dict__.keys() != names:
-        raise TypeError(f"{cls.__name__}: fields {sorted(names ^ record.__dict__.keys())} missing or unknown")
+    record: Envelope = spec.cls(**kw)
     return record
-
-
-@functools.cache
-def _fields_of(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
-    """The defaults of *cls*'s fields and all their names (`_stored`)."""
-    fields = dataclasses.fields(cls)
-    if any(f.default_factory is not dataclasses.MISSING or not f.init for f in fields):
-        raise TypeError(f"{cls.__name__} has a field `_stored` cannot build (a default factory, or init=False)")
-    return {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}, frozenset(
-        f.name for f in fields
-    )
 
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*")
