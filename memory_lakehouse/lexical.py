@@ -48,7 +48,26 @@ def _stopwords() -> frozenset[str]:
     return frozenset(STOPWORDS_EN_PLUS)
 
 
-_split = re.compile(TOKEN_PATTERN).findall
+#: What texts are joined with before one split (`_words`): not a token character, so no token
+#: spans two texts, and a token of its own in the split.
+_ROW_BREAK = "\x00"
+_split_rows = re.compile(TOKEN_PATTERN + "|" + _ROW_BREAK).findall
+
+
+def _words(texts: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """The lexical rule, once for `tokenize` and `term_ids`: the words of *texts* in order, with
+    `_ROW_BREAK` between texts, and the stem of each distinct word that is not a stopword.
+
+    Each text is lower-cased alone (a final sigma depends on what follows it), then all are
+    joined and split in one regex pass; each distinct word is looked up once. A row break
+    inside a text reads as a space: neither is a token character.
+    """
+    if any(_ROW_BREAK in text for text in texts):
+        texts = [text.replace(_ROW_BREAK, " ") for text in texts]
+    words = _split_rows(_ROW_BREAK.join([text.lower() for text in texts]))
+    stop = _stopwords()
+    distinct = [w for w in dict.fromkeys(words) if w not in stop and w != _ROW_BREAK]
+    return words, dict(zip(distinct, _stemmer().stemWords(distinct), strict=True))
 
 
 def tokenize(texts: Sequence[str]) -> list[list[str]]:
@@ -56,23 +75,23 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
 
     The steps of ``bm25s.tokenize(texts, stopwords=STOPWORDS, stemmer=..., token_pattern=TOKEN_PATTERN,
     return_ids=False)`` (lower-case, split, drop stopwords, stem each distinct word once),
-    written out: bm25s builds its stopword set again for every text and wraps each step in
-    a progress bar, which cost a recall ~0.4 ms to tokenize its query.
+    written out (`_words`): bm25s builds its stopword set again for every text and wraps
+    each step in a progress bar, which cost a recall ~0.4 ms to tokenize its query.
     tests/test_ranking.py checks the two agree.
 
     >>> tokenize(["Invoices: customer:C-20417 sso_provider", "the invoiced customers"])
     [['invoic', 'custom', '20417', 'sso', 'provid'], ['invoic', 'custom']]
     """
-    stop = _stopwords()
-    words = [[w for w in _split(text.lower()) if w not in stop] for text in texts]
-    distinct = list(dict.fromkeys(w for doc in words for w in doc))
-    stems = dict(zip(distinct, _stemmer().stemWords(distinct), strict=True))
-    return [[stems[w] for w in doc] for doc in words]
-
-
-#: What `term_ids` joins the texts with: not a token character, so no token spans two texts.
-_ROW_BREAK = "\x00"
-_split_rows = re.compile(TOKEN_PATTERN + "|" + _ROW_BREAK).findall
+    if not texts:
+        return []
+    words, stem_of = _words(texts)
+    out: list[list[str]] = [[]]
+    for word in words:
+        if word == _ROW_BREAK:
+            out.append([])
+        elif (stem := stem_of.get(word)) is not None:
+            out[-1].append(stem)
+    return out
 
 
 @dataclass(frozen=True)
@@ -89,38 +108,21 @@ class TermIds:
 def term_ids(texts: Sequence[str]) -> TermIds:
     """`tokenize` of *texts* (the same tokens, text by text) without a Python step per token.
 
-    `tokenize` splits, filters and maps each text's words in Python: most of an org's BM25
-    build once the matrix is built with numpy (`_term_matrix`). An org's build at 1M rows (50,000
-    an org) took 0.66-0.75 s through `tokenize`, 0.45-0.48 through this; at 100k 40-43 ms,
-    33-34 (what is left is mostly the one regex pass, ~45 ns a character). Here the
-    texts are lower-cased one by one and joined by `_ROW_BREAK`, one regex pass splits
-    them (the break is a token of its own), each distinct word is looked up once (stopword,
-    stem, id), and the rest is a C-level map and numpy. A text holding the break itself is
-    tokenized by `tokenize`. tests/test_ranking.py checks both give the same tokens.
+    An org's BM25 build maps every token of its rows: at 1M rows (50,000 an org) that took
+    0.66-0.75 s a token at a time, 0.45-0.48 s this way; at 100k 40-43 ms, 33-34 (what is
+    left is mostly the one regex pass of `_words`, ~45 ns a character). Each distinct
+    word's id is looked up once, the rest is a C-level map and numpy.
+    tests/test_ranking.py checks it reads back as `tokenize`.
     """
-    if any(_ROW_BREAK in text for text in texts):
-        return _term_ids_of(tokenize(texts))
-    words = _split_rows(_ROW_BREAK.join([text.lower() for text in texts]))
-    stop = _stopwords()
-    distinct = [w for w in dict.fromkeys(words) if w not in stop and w != _ROW_BREAK]
-    stems = _stemmer().stemWords(distinct)
-    vocab = {stem: i for i, stem in enumerate(dict.fromkeys(stems))}  # first use of a stem: of its first word
-    code = {word: vocab[stem] for word, stem in zip(distinct, stems, strict=True)}
+    words, stem_of = _words(texts)
+    vocab = {stem: i for i, stem in enumerate(dict.fromkeys(stem_of.values()))}  # first use of a stem
+    code = {word: vocab[stem] for word, stem in stem_of.items()}
     code[_ROW_BREAK] = -2
     ids = np.fromiter(map(code.get, words, itertools.repeat(-1)), np.int64, len(words))  # -1: a stopword
     row_of = np.cumsum(ids == -2)  # each word's text: the breaks before it
     kept = ids >= 0
     rows = row_of[kept]
     return TermIds(ids[kept], rows, np.bincount(rows, minlength=len(texts)).astype(np.int64), vocab)
-
-
-def _term_ids_of(corpus: list[list[str]]) -> TermIds:
-    """`TermIds` of a tokenized corpus (`tokenize`'s lists)."""
-    flat = [t for doc in corpus for t in doc]
-    vocab = {t: i for i, t in enumerate(dict.fromkeys(flat))}  # in order of first use
-    lengths = np.fromiter(map(len, corpus), np.int64, len(corpus))
-    tokens = np.fromiter(map(vocab.__getitem__, flat), np.int64, len(flat))
-    return TermIds(tokens, np.repeat(np.arange(len(corpus), dtype=np.int64), lengths), lengths, vocab)
 
 
 @functools.lru_cache(maxsize=4096)

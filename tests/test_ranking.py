@@ -51,7 +51,7 @@ def test_a_query_of_stopwords_matches_nothing():
     assert not lexical_scores("what should I do about it", CORPUS).any()
 
 
-@given(st.lists(st.text(alphabet=st.sampled_from("abcdeéß_-: '.Iİ0123456789THE"), max_size=40), max_size=6))
+@given(st.lists(st.text(alphabet=st.sampled_from("abcdeéß_-: '.IİΣσ\x000123456789THE\n"), max_size=40), max_size=6))
 def test_tokenize_gives_what_bm25s_tokenize_gives(texts):
     assert tokenize(texts) == _bm25s_tokens(texts)
 
@@ -62,6 +62,8 @@ def test_tokenize_gives_what_bm25s_tokenize_gives_on_prose():
         "The customers' INVOICES were re-sent; they're invoiced monthly.",
         "",
         "Ünïcödé wörds and naïve cafés",
+        "The ODYSSEUS sailed; ΟΔΥΣΣΕΥΣ.",
+        "a row\x00break, and ΣΑΣ\x00ΣΑΣ",
     ]
     assert tokenize(texts) == _bm25s_tokens(texts)
 
