@@ -1,9 +1,9 @@
 """HNSW partitions built from the store: filtered search, an exact fallback, safe files.
 
 The index is a derived cache, never the system of record. One `Partition` per org holds
-an hnswlib graph plus a float32 copy of its unit vectors (once the partition is loaded
-or rebuilt, the copy is read from its saved file and the graph only when a walk needs
-it: see `Partition`); `PartitionedIndex` keeps them under
+an hnswlib graph plus a float32 copy of its unit vectors and an int8 one (once the
+partition is loaded or rebuilt, the copies are read from their saved files and the graph
+only when a walk needs it: see `Partition`); `PartitionedIndex` keeps them under
 ``<root>/<model-slug>/<org>/gen-NNNNNN/`` tagged (`IndexTag`) with the Delta table
 versions they reflect, so the store can tell how far behind a partition is, score the
 newer rows with `exact_search`, and rebuild from its rows whenever files are missing,
@@ -12,11 +12,12 @@ corrupt or built by another model.
 Filtering happens *inside* the search (hnswlib's ``filter`` callback over a boolean
 mask), never after it, so a selective visibility filter cannot starve top-k: a search
 returns ``min(k, |allowed ∩ partition|)`` results. A small planner picks an exact scan
-when the allowed set is small, where it is both exact and faster (see `Partition.search`).
+when the allowed set is small, where it is both exact and faster (see `Partition.search`);
+past `CODES_FROM` rows that scan ranks by the int8 codes and rescores a shortlist in float32.
 
-Forgetting rebuilds: a ``mark_deleted`` vector still sits in hnswlib's saved file, so
-`PartitionedIndex.replace` writes the new partition and then deletes every file of the
-old one. This module imports no store, write or query code; it takes record ids,
+Forgetting rebuilds: a ``mark_deleted`` vector still sits in hnswlib's saved file (and
+an int8 code is a copy too), so `PartitionedIndex.replace` writes the new partition and
+then deletes every file of the old one. This module imports no store, write or query code; it takes record ids,
 vectors and allowed sets.
 """
 
@@ -39,9 +40,10 @@ from typing import Any, Literal
 
 import hnswlib
 import numpy as np
+import simsimd
 
 from .errors import ConflictError, StoreError, ValidationError
-from .mapped import map_npy
+from .mapped import map_npy, release_pages
 
 Trace = Callable[[str], None]
 Plan = Literal["auto", "exact", "hnsw"]
@@ -68,14 +70,32 @@ GATHER_COST = 4
 #: A run read in place pays one step of Python (~2-3 µs: about eight gathered rows).
 _RUN_OVERHEAD = 8
 
+#: An exact scan over more than `CODES_FROM` allowed rows ranks them by their int8 codes
+#: first (a quarter of the bytes of float32; `_quantize_into`) and rescores only the best
+#: ``max(SHORTLIST_FACTOR * k, SHORTLIST_FLOOR)`` in float32, so its scores are the
+#: float32 cosines. Cross-validated on real rows (2,760 LoCoMo dev turns, 300 of its
+#: questions, MiniLM and hashing vectors, 32 and 80 deep): a shortlist of 1.25 x k found
+#: the float32 top k (by score) for every query, 1 x k missed 0.15-0.84 rows a query; 2 x
+#: k leaves a margin.
+SHORTLIST_FACTOR = 2
+SHORTLIST_FLOOR = 32
+#: Below this many allowed rows the float32 rows are scored directly. Measured on 20
+#: mapped 50,000 x 384 partitions, allowed rows in 6 runs, k = 32 (`Partition.search`,
+#: ms p50): 1,000 rows 0.29 float32 / 0.32 codes; 2,000 0.38 / 0.36; 4,000 0.56 / 0.45;
+#: 15,000 1.70 / 0.89. Above it the codes win, and a scan touches only the shortlist's
+#: float32 pages; below it the codes' pages would be resident besides the float32 ones.
+CODES_FROM = 2048
+
 #: Search breadth when the caller gives none; raised to at least 2*k per query.
 DEFAULT_EF = 64
 
-FORMAT = 1
+FORMAT = 2  # 2: with int8 codes and their scales; a format-1 partition loads and gets them computed
+_FORMATS = (1, 2)
 _SPACE = "ip"  # unit vectors: inner product == cosine similarity; score = 1 - distance
 _CHUNK = 1024  # rows gathered per step of an exact scan: stays in cache
 _ADD_CHUNK = 4096  # rows checked and scaled per step of `Partition.add`: bounded temporaries
-_FILES = ("index.hnsw", "vectors.npy", "ids.json")
+_FILES = ("index.hnsw", "vectors.npy", "ids.json", "codes.npy", "scales.npy")
+_FILES_OF = {1: _FILES[:3], 2: _FILES}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _GEN = re.compile(r"^gen-(\d{6,})$")
 
@@ -143,17 +163,96 @@ def exact_search(query: np.ndarray, vectors: np.ndarray, ids: Sequence[str], k: 
     return [(ids[i], float(scores[i])) for i in _top_k(scores, k)]
 
 
+class _Rows:
+    """One per-row copy of a partition's vectors (float32 rows, int8 codes or their scales), in label order.
+
+    Either an array with room to grow (a partition built in this process), or a read-only
+    map of a saved file followed by a tail for rows added since. The map is never copied:
+    its pages are read as scans touch them (copying 7.7 MB at 5k x 384 float32 was ~1,900
+    fresh pages, 16-29 ms of page faults on an org's first write after a rebuild).
+    """
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data  # writable with room to grow, or a read-only map of exactly the saved rows
+        self.tail: np.ndarray | None = None  # rows added after a map (labels from len(data))
+
+    @property
+    def mapped(self) -> bool:
+        return not self.data.flags.writeable
+
+    @property
+    def room(self) -> int:
+        return len(self.data) + (len(self.tail) if self.tail is not None else 0)
+
+    def pieces(self, start: int, stop: int) -> list[np.ndarray]:
+        """Rows [start, stop) as views of at most two arrays (the map, then its tail): no copy."""
+        base = len(self.data)
+        if self.tail is None or stop <= base:
+            return [self.data[start:stop]]
+        if start >= base:
+            return [self.tail[start - base : stop - base]]
+        return [self.data[start:base], self.tail[: stop - base]]
+
+    def slice(self, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop): a view, or a copy where they span the map and its tail."""
+        parts = self.pieces(start, stop)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def gather(self, labels: np.ndarray) -> np.ndarray:
+        """The rows at *labels*, gathered into a new array."""
+        if self.tail is None:
+            gathered: np.ndarray = self.data[labels]
+            return gathered
+        base = len(self.data)
+        out = np.empty((len(labels), *self.data.shape[1:]), dtype=self.data.dtype)
+        low = labels < base
+        out[low] = self.data[labels[low]]
+        out[~low] = self.tail[labels[~low] - base]
+        return out
+
+    def release(self) -> None:
+        """Let go of the pages of the map this process holds, if it is a map (`mapped.release_pages`)."""
+        if self.mapped:
+            release_pages(self.data)
+
+    def block(self, start: int, count: int) -> np.ndarray:
+        """Writable rows [start, start + count), within the room `reserve` made."""
+        if self.tail is None:
+            return self.data[start : start + count]
+        base = len(self.data)
+        return self.tail[start - base : start - base + count]
+
+    def reserve(self, live: int, needed: int, capacity: int) -> None:
+        """Room for *needed* rows, keeping the first *live*: an array grows to *capacity*, a map gets a tail."""
+        shape, dtype = self.data.shape[1:], self.data.dtype
+        if not self.mapped:
+            if needed > len(self.data):
+                grown = np.empty((capacity, *shape), dtype=dtype)
+                grown[:live] = self.data[:live]
+                self.data = grown
+            return
+        base = len(self.data)
+        if self.tail is None or needed - base > len(self.tail):
+            tail = np.empty((max(capacity, needed) - base, *shape), dtype=dtype)
+            if self.tail is not None:
+                tail[: live - base] = self.tail[: live - base]
+            self.tail = tail
+
+
 class Partition:
     """One org's HNSW graph over unit vectors, with record ids for labels.
 
     Labels are assigned 0, 1, 2… in insertion order; the float32 copy of the vectors
     (one extra copy: 150 MB at 100k x 384; ~340 MB for the whole partition) serves
-    exact scans, which hnswlib's ``get_items`` is too slow for (~18 µs a row). A
-    partition that was loaded, or saved by `PartitionedIndex.replace`, reads that copy
-    from its ``vectors.npy`` through a read-only memory map: only the pages scans touch
-    are resident, and the kernel may drop them again (so a process that rebuilt 20 orgs
-    does not keep 20 orgs' copies). The first `add` after that moves it back into
-    memory, with room to grow.
+    exact scans, which hnswlib's ``get_items`` is too slow for (~18 µs a row), and so
+    does an int8 copy of them (codes and a scale a row, a quarter of the bytes): a scan
+    over more than a shortlist ranks by the codes and rescores the shortlist in float32
+    (`SHORTLIST_FACTOR`). A partition that was loaded, or saved by
+    `PartitionedIndex.replace`, reads these copies from its ``vectors.npy``,
+    ``codes.npy`` and ``scales.npy`` through read-only memory maps: only the pages scans
+    touch are resident, and the kernel may drop them again (so a process that rebuilt 20
+    orgs does not keep 20 orgs' copies). Rows added after that go to a tail beside each
+    map (`_Rows`).
 
     Such a partition does not hold its graph in memory either (~175 MB at 100k x 384):
     only a filtered or unfiltered walk needs it, and the exact scans that serve small
@@ -175,6 +274,8 @@ class Partition:
         index: hnswlib.Index | None,
         ids: list[str],
         vectors: np.ndarray,
+        codes: np.ndarray,
+        scales: np.ndarray,
         *,
         dim: int,
         M: int,
@@ -190,8 +291,11 @@ class Partition:
         self._pending_threads = 2  # threads for adding rows to the graph once it is read back
         self._ids = ids
         self._labels = {rid: i for i, rid in enumerate(ids)}
-        self._vectors = vectors  # capacity rows, the first len(ids) live; or a read-only map of the saved rows
-        self._tail: np.ndarray | None = None  # rows added after such a map (labels from len(self._vectors))
+        # capacity rows each, the first len(ids) live; or read-only maps of the saved rows
+        self._vectors = _Rows(vectors)  # float32 unit vectors
+        self._codes = _Rows(codes)  # int8 codes of them (`_quantize_into`)
+        self._scales = _Rows(scales)  # float32: a code's unit, per row
+        self._scans_by_codes = False  # whether the last exact scan ranked by codes (then float32 pages are let go of)
         self.dim = int(dim)
         self.M = M
         self.ef_construction = ef_construction
@@ -227,9 +331,17 @@ class Partition:
             )
         index = hnswlib.Index(space=_SPACE, dim=dim)
         index.init_index(max_elements=capacity, M=M, ef_construction=ef_construction, random_seed=seed)
-        vectors = np.empty((capacity, dim), dtype=np.float32)
         return cls(
-            index, [], vectors, dim=dim, M=M, ef_construction=ef_construction, ef=ef, exact_threshold=exact_threshold
+            index,
+            [],
+            np.empty((capacity, dim), dtype=np.float32),
+            np.empty((capacity, dim), dtype=np.int8),
+            np.empty(capacity, dtype=np.float32),
+            dim=dim,
+            M=M,
+            ef_construction=ef_construction,
+            ef=ef,
+            exact_threshold=exact_threshold,
         )
 
     def __len__(self) -> int:
@@ -258,40 +370,7 @@ class Partition:
     def capacity(self) -> int:
         if self._index is not None:
             return int(self._index.get_max_elements())
-        return self._room()
-
-    def _room(self) -> int:
-        """Rows the float32 copy can hold: the map or array, and the tail after a map."""
-        return len(self._vectors) + (len(self._tail) if self._tail is not None else 0)
-
-    def _rows(self, start: int, stop: int) -> np.ndarray:
-        """Rows [start, stop) of the float32 copy (a copy only where they span the map and its tail)."""
-        tail, base = self._tail, len(self._vectors)
-        if tail is None or stop <= base:
-            return self._vectors[start:stop]
-        if start >= base:
-            return tail[start - base : stop - base]
-        return np.concatenate([self._vectors[start:base], tail[: stop - base]])
-
-    def _gather(self, labels: np.ndarray) -> np.ndarray:
-        """The rows at *labels*, gathered into a new array."""
-        labels = np.asarray(labels, dtype=np.int64)
-        tail, base = self._tail, len(self._vectors)
-        if tail is None:
-            gathered: np.ndarray = self._vectors[labels]
-            return gathered
-        out = np.empty((len(labels), self.dim), dtype=np.float32)
-        low = labels < base
-        out[low] = self._vectors[labels[low]]
-        out[~low] = tail[labels[~low] - base]
-        return out
-
-    def _scores(self, q: np.ndarray, n: int) -> np.ndarray:
-        """Cosine of *q* with rows [0, n), reading the map and its tail in place."""
-        tail, base = self._tail, len(self._vectors)
-        if tail is None:
-            return _dot(self._vectors[:n], q)
-        return np.concatenate([_dot(self._vectors[: min(n, base)], q), _dot(tail[: max(0, n - base)], q)])
+        return self._vectors.room
 
     def add(self, record_ids: Sequence[str], vectors: np.ndarray, *, num_threads: int = 2) -> None:
         """Add vectors under their record ids; ids already present are skipped.
@@ -317,12 +396,9 @@ class Partition:
             self._reserve(start + count)
             # Scaled straight into the float32 copy, which hnswlib then reads: no
             # full-size temporaries (at 100k x 384, each would be another 150 MB).
-            block = (
-                self._vectors[start : start + count]
-                if self._tail is None
-                else self._tail[start - len(self._vectors) : start - len(self._vectors) + count]
-            )
+            block = self._vectors.block(start, count)
             _unit_rows_into(rows, None if count == len(rows) else np.asarray(fresh), block)
+            _quantize_into(block, self._codes.block(start, count), self._scales.block(start, count))
             if self._index is not None:
                 labels = np.arange(start, start + count, dtype=np.int64)
                 self._index.add_items(block, labels, num_threads=max(1, num_threads))
@@ -335,28 +411,16 @@ class Partition:
 
     def _reserve(self, needed: int) -> None:
         # Doubling keeps adds amortised O(1); the unused room is address space, not RSS
-        # (neither hnswlib nor np.empty touches it until rows arrive). A mapped copy is
-        # read-only and exactly as long as the rows it was saved with: rows added after it go
-        # to a tail of their own, so the map is never copied (its 7.7 MB at 5k x 384 were
-        # ~1,900 fresh pages, 16-29 ms of page faults on an org's first write after a rebuild).
+        # (neither hnswlib nor np.empty touches it until rows arrive). A mapped copy gets a
+        # tail instead (`_Rows`).
         capacity = self.capacity
         if needed > capacity:
             capacity = max(needed, capacity * 2)
             if self._index is not None:
                 self._index.resize_index(capacity)
         n = len(self._ids)
-        if self._vectors.flags.writeable:
-            if needed > len(self._vectors):
-                grown = np.empty((capacity, self.dim), dtype=np.float32)
-                grown[:n] = self._vectors[:n]
-                self._vectors = grown
-            return
-        base = len(self._vectors)
-        if self._tail is None or needed - base > len(self._tail):
-            tail = np.empty((max(capacity, needed) - base, self.dim), dtype=np.float32)
-            if self._tail is not None:
-                tail[: n - base] = self._tail[: n - base]
-            self._tail = tail
+        for rows in (self._vectors, self._codes, self._scales):
+            rows.reserve(n, needed, capacity)
 
     def _graph(self) -> hnswlib.Index:
         """The graph over every row: read back from its file on first use, then caught up.
@@ -367,7 +431,7 @@ class Partition:
         index = self._index
         n = len(self._ids)
         if index is None:
-            capacity = max(self._room(), n, 1)
+            capacity = max(self._vectors.room, n, 1)
             if self._graph_file is not None:
                 index = hnswlib.Index(space=_SPACE, dim=self.dim)
                 try:
@@ -383,11 +447,11 @@ class Partition:
         indexed = int(index.element_count)
         if indexed < n:
             if n > index.get_max_elements():
-                index.resize_index(max(n, self._room()))
+                index.resize_index(max(n, self._vectors.room))
             for start in range(indexed, n, _ADD_CHUNK):
                 stop = min(start + _ADD_CHUNK, n)
                 labels = np.arange(start, stop, dtype=np.int64)
-                index.add_items(self._rows(start, stop), labels, num_threads=self._pending_threads)
+                index.add_items(self._vectors.slice(start, stop), labels, num_threads=self._pending_threads)
         self._pending_threads = 2
         return index
 
@@ -430,8 +494,10 @@ class Partition:
         * otherwise HNSW with the filter, ``ef >= 2*k``; if the walk finds fewer than
           k it retries with 4x ef, then falls back to an exact scan.
 
-        ``plan="exact"`` / ``"hnsw"`` force a path. *trace* receives one line saying
-        which path ran, e.g. ``"exact scan over 1000 allowed"``.
+        An exact scan over more than `CODES_FROM` rows ranks them by int8 codes and
+        rescores a shortlist in float32 (`SHORTLIST_FACTOR`). ``plan="exact"`` /
+        ``"hnsw"`` force a path. *trace* receives one line saying which path ran, e.g.
+        ``"exact scan over 1000 allowed"``.
         """
         q = _query(query, self.dim)
         _check_k(k)
@@ -464,8 +530,9 @@ class Partition:
             if plan == "exact" or (plan == "auto" and cost <= self.exact_limit()):
                 runs = len(scan.first) if scan is not None else 0
                 in_place = f" ({runs} run{'s' if runs > 1 else ''} read in place)" if runs else ""
-                say(f"exact scan over {count} {what}{in_place}")
-                return self._exact(q, mask, scan, k)
+                codes = f", ranked by int8 codes, {_shortlist(k)} rescored" if _by_codes(count, k) else ""
+                say(f"exact scan over {count} {what}{in_place}{codes}")
+                return self._exact(q, mask, scan, k, count)
             ef = max(ef or self.ef, 2 * k)
             for _ in range(2):  # a second try at 4x the ef
                 say(f"hnsw ef={ef}, " + (f"filter {count} allowed" if mask is not None else f"unfiltered over {n}"))
@@ -482,7 +549,7 @@ class Partition:
                     (self._ids[int(label)], float(1.0 - d)) for label, d in zip(labels_[0], distances[0], strict=True)
                 ]
             say(f"hnsw found fewer than {k}: exact scan over {count} {what}")
-            return self._exact(q, mask, scan, k)
+            return self._exact(q, mask, scan, k, count)
 
     def exact_limit(self) -> int:
         """How many candidates the planner scans exactly at the partition's current size."""
@@ -490,27 +557,89 @@ class Partition:
             return self.exact_threshold
         return exact_scan_limit(len(self._ids))
 
-    def _exact(self, q: np.ndarray, mask: np.ndarray | None, scan: _Scan | None, k: int) -> list[tuple[str, float]]:
-        n = len(self._ids)
+    def _exact(
+        self, q: np.ndarray, mask: np.ndarray | None, scan: _Scan | None, k: int, count: int
+    ) -> list[tuple[str, float]]:
+        """The top k of the *count* allowed rows by float32 cosine.
+
+        Over more than `CODES_FROM`, the rows are ranked by their int8 codes first and
+        only a shortlist of them (`SHORTLIST_FACTOR`) is scored in float32.
+        """
+        self._scans_by_codes = _by_codes(count, k)
+        if not self._scans_by_codes:
+            labels, scores = self._read(mask, scan, self._cosines(q), self._cosines_at(q))
+        else:
+            qc = _query_code(q)
+            labels, approx = self._read(mask, scan, self._code_scores(qc), self._code_scores_at(qc))
+            best = _top_k(approx, _shortlist(k))
+            labels = np.sort(best if labels is None else labels[best])
+            scores = _dot(self._vectors.gather(labels), q)
+            # The shortlist's float32 rows are all this scan read of that copy, but the kernel
+            # mapped far more around them (`release_pages`): at 1M, ~1.1 GB of RSS after
+            # 200 recalls. Scans below `CODES_FROM` read their rows in place and keep them.
+            self._vectors.release()
+        if labels is None:
+            return [(self._ids[i], float(scores[i])) for i in _top_k(scores, k)]
+        return [(self._ids[int(labels[i])], float(scores[i])) for i in _top_k(scores, k)]
+
+    def _read(
+        self,
+        mask: np.ndarray | None,
+        scan: _Scan | None,
+        in_place: Callable[[int, int], np.ndarray],
+        gathered: Callable[[np.ndarray], np.ndarray],
+    ) -> tuple[np.ndarray | None, np.ndarray]:
+        """Scores of the allowed rows as the scan plan reads them: ``(labels, scores)``.
+
+        *in_place* scores rows [low, high), *gathered* the rows at some labels. Labels
+        None: the scores are of every row in label order, those not allowed -inf.
+        """
         if mask is None or scan is None or scan.whole:
             # every row in order, what is not allowed blanked out: cheaper than reading the
             # allowed ones apart once they are a good share of the partition (`_Scan.whole`)
-            scores = self._scores(q, n)
+            scores = in_place(0, len(self._ids))
             if mask is not None:
                 scores = np.where(mask, scores, -np.inf)  # k <= count: -inf is never picked
-            return [(self._ids[i], float(scores[i])) for i in _top_k(scores, k)]
+            return None, scores
         labels = scan.labels
         scores = np.empty(len(labels), dtype=np.float32)
         apart = np.ones(len(labels), dtype=bool)
         for first, stop in zip(scan.first.tolist(), scan.stop.tolist(), strict=True):
             low, high = int(labels[first]), int(labels[stop - 1]) + 1
-            scores[first:stop] = _dot(self._rows(low, high), q)[labels[first:stop] - low]
+            scores[first:stop] = in_place(low, high)[labels[first:stop] - low]
             apart[first:stop] = False
         rest = np.flatnonzero(apart)
         for start in range(0, len(rest), _CHUNK):  # the others gathered, a chunk at a time
             part = rest[start : start + _CHUNK]
-            scores[part] = _dot(self._gather(labels[part]), q)
-        return [(self._ids[int(labels[i])], float(scores[i])) for i in _top_k(scores, k)]
+            scores[part] = gathered(labels[part])
+        return labels, scores
+
+    def _cosines(self, q: np.ndarray) -> Callable[[int, int], np.ndarray]:
+        """Float32 cosines of *q* with rows [low, high), read in place."""
+
+        def score(low: int, high: int) -> np.ndarray:
+            pieces = [_dot(rows, q) for rows in self._vectors.pieces(low, high)]
+            return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+        return score
+
+    def _cosines_at(self, q: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda labels: _dot(self._vectors.gather(labels), q)
+
+    def _code_scores(self, qc: np.ndarray) -> Callable[[int, int], np.ndarray]:
+        """Rows [low, high) scored by their int8 codes (`_code_dot`), read in place."""
+
+        def score(low: int, high: int) -> np.ndarray:
+            pieces = [
+                _code_dot(codes, qc) * scales
+                for codes, scales in zip(self._codes.pieces(low, high), self._scales.pieces(low, high), strict=True)
+            ]
+            return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+        return score
+
+    def _code_scores_at(self, qc: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda labels: _code_dot(self._codes.gather(labels), qc) * self._scales.gather(labels)
 
     def vectors_of(self, record_ids: Sequence[str]) -> np.ndarray:
         """The stored unit vectors of *record_ids* (all must be present), in that order.
@@ -523,7 +652,10 @@ class Partition:
                 raise ValidationError(
                     f"{len(missing)} id(s) not in the partition, e.g. {missing[0]!r}", field="record_ids"
                 )
-            return self._gather(np.array([self._labels[rid] for rid in record_ids], dtype=np.int64))
+            rows = self._vectors.gather(np.array([self._labels[rid] for rid in record_ids], dtype=np.int64))
+            if self._scans_by_codes:  # nothing keeps the float32 pages resident: a few rows map ~15 MB at 1M
+                self._vectors.release()
+            return rows
 
     def rebuilt_without(self, record_ids: Collection[str], *, num_threads: int = 2) -> Partition:
         """A fresh partition holding every vector except *record_ids* — for forgetting.
@@ -535,7 +667,7 @@ class Partition:
         with self._lock:  # copy out what survives; the slow build runs without the lock
             keep = [i for i, rid in enumerate(self._ids) if rid not in drop]
             kept_ids = [self._ids[i] for i in keep]
-            kept_vectors = self._gather(np.array(keep, dtype=np.int64))
+            kept_vectors = self._vectors.gather(np.array(keep, dtype=np.int64))
         fresh = Partition.create(
             self.dim,
             capacity=max(len(keep), 1),
@@ -551,13 +683,13 @@ class Partition:
     def save(self, directory: Path, tag: IndexTag, *, map_vectors: bool = False) -> None:
         """Write the partition to *directory* atomically: a temp dir, then a rename.
 
-        Files: ``index.hnsw`` (hnswlib), ``vectors.npy``, ``ids.json`` and ``tag.json``
-        (the tag, hnswlib parameters and each file's size and CRC-32, so a torn or
-        corrupt copy loads as None instead of crashing hnswlib). An existing
-        *directory* is swapped out and deleted. With *map_vectors*, the float32 copy is
-        then read from the written ``vectors.npy`` instead of memory and the graph is let
-        go of until a walk needs it (unless rows were added meanwhile); a partition that
-        keeps growing is better saved without.
+        Files: ``index.hnsw`` (hnswlib), ``vectors.npy``, ``codes.npy``, ``scales.npy``,
+        ``ids.json`` and ``tag.json`` (the tag, hnswlib parameters and each file's size
+        and CRC-32, so a torn or corrupt copy loads as None instead of crashing hnswlib).
+        An existing *directory* is swapped out and deleted. With *map_vectors*, the
+        copies of the vectors are then read from the written files instead of memory and
+        the graph is let go of until a walk needs it (unless rows were added meanwhile);
+        a partition that keeps growing is better saved without.
         """
         directory = Path(directory)
         if tag.dim != self.dim or tag.count != len(self):
@@ -566,17 +698,22 @@ class Partition:
                 field="tag",
             )
         tmp = directory.parent / f".{directory.name}.tmp-{uuid.uuid4().hex}"
-        mapped: np.ndarray | None = None
+        mapped: list[np.ndarray | None] = []
         try:
             tmp.mkdir(parents=True)
             with self._lock:
                 n = len(self._ids)
                 if not self._copy_graph(tmp / "index.hnsw", n):
                     self._graph().save_index(str(tmp / "index.hnsw"))
-                np.save(tmp / "vectors.npy", self._rows(0, n), allow_pickle=False)
+                copies = self._copies()
+                for name, rows in copies.items():
+                    np.save(tmp / name, rows.slice(0, n), allow_pickle=False)
                 (tmp / "ids.json").write_text(json.dumps(self._ids), encoding="utf-8")
                 if map_vectors:  # mapped before the rename: the map follows the file, not the path
-                    mapped = map_npy(tmp / "vectors.npy", n, self.dim)
+                    mapped = [
+                        map_npy(tmp / name, (n, *rows.data.shape[1:]), rows.data.dtype.str)
+                        for name, rows in copies.items()
+                    ]
             meta = {
                 "format": FORMAT,
                 "tag": tag.to_json(),
@@ -599,10 +736,16 @@ class Partition:
         with self._lock:
             if self._index is None:  # the graph was copied: read it from here, as the old file goes
                 self._graph_file = directory / "index.hnsw"
-            elif mapped is not None and len(self._ids) == n:
+            elif mapped and mapped[0] is not None and len(self._ids) == n:
                 self._index, self._graph_file, self._graph_count = None, directory / "index.hnsw", n
-            if mapped is not None and len(self._ids) == n:
-                self._vectors, self._tail = mapped, None
+            if mapped and len(self._ids) == n:
+                for rows, map_ in zip(self._copies().values(), mapped, strict=True):
+                    if map_ is not None:
+                        rows.data, rows.tail = map_, None
+
+    def _copies(self) -> dict[str, _Rows]:
+        """The per-row copies of the vectors, by the file each is saved to."""
+        return {"vectors.npy": self._vectors, "codes.npy": self._codes, "scales.npy": self._scales}
 
     def _copy_graph(self, target: Path, n: int) -> bool:
         """Copy the saved graph file to *target* if it holds all *n* rows and the graph is not in memory."""
@@ -626,27 +769,35 @@ class Partition:
         directory = Path(directory)
         try:
             meta = json.loads((directory / "tag.json").read_text(encoding="utf-8"))
-            if meta.get("format") != FORMAT or meta.get("space") != _SPACE:
+            saved_format = meta.get("format")
+            if saved_format not in _FORMATS or meta.get("space") != _SPACE:
                 return None
             tag = IndexTag.from_json(meta["tag"])
             if (model is not None and tag.model != model) or (dim is not None and tag.dim != dim):
                 return None
-            for name in _FILES:
+            for name in _FILES_OF[saved_format]:
                 expect = meta["files"][name]
                 path = directory / name
                 if path.stat().st_size != expect["size"] or _crc32(path) != expect["crc32"]:
                     return None
             ids = json.loads((directory / "ids.json").read_text(encoding="utf-8"))
-            vectors = map_npy(directory / "vectors.npy", tag.count, tag.dim)
-            if vectors is None:
-                vectors = np.load(directory / "vectors.npy", allow_pickle=False)
+            n, d = tag.count, tag.dim
+            vectors = _load_npy(directory / "vectors.npy", (n, d), np.float32)
+            codes: np.ndarray | None
+            scales: np.ndarray | None
+            if saved_format == 1:  # saved before the int8 copy: computed here, saved with the partition's next save
+                codes, scales = _codes_of_file(directory / "vectors.npy", n, d)
+            else:
+                codes = _load_npy(directory / "codes.npy", (n, d), np.int8)
+                scales = _load_npy(directory / "scales.npy", (n,), np.float32)
             if (
                 not isinstance(ids, list)
-                or len(ids) != tag.count
+                or len(ids) != n
                 or len(set(ids)) != len(ids)
                 or not all(isinstance(i, str) for i in ids)
-                or vectors.dtype != np.float32
-                or vectors.shape != (tag.count, tag.dim)
+                or vectors is None
+                or codes is None
+                or scales is None
             ):
                 return None
             if _saved_graph_count(directory / "index.hnsw") != tag.count:
@@ -658,6 +809,8 @@ class Partition:
             None,
             ids,
             vectors,
+            codes,
+            scales,
             dim=tag.dim,
             M=int(meta["M"]),
             ef_construction=int(meta["ef_construction"]),
@@ -903,6 +1056,71 @@ def _dot(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
     # einsum's speed: 0.25 against 0.48 ms over 5,000 x 384 (einsum's own loop has no SIMD).
     scores: np.ndarray = np.vecdot(rows, q)
     return scores
+
+
+def _shortlist(k: int) -> int:
+    """How many of the best rows by int8 codes an exact scan rescores in float32 (`SHORTLIST_FACTOR`)."""
+    return max(SHORTLIST_FACTOR * k, SHORTLIST_FLOOR)
+
+
+def _by_codes(count: int, k: int) -> bool:
+    """Whether an exact scan over *count* allowed rows ranks them by int8 codes first (`CODES_FROM`)."""
+    return count > max(_shortlist(k), CODES_FROM)
+
+
+def _quantize_into(rows: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> None:
+    """Write int8 codes of *rows* into *codes* and each row's unit into *scales*.
+
+    Each row is scaled on its own so its largest component is ±127 (``row ≈ codes *
+    scale``): a per-row unit keeps the precision of rows whose components are all small
+    (MiniLM's rarely pass 0.3). All-zero rows get zero codes and a zero unit.
+    """
+    for start in range(0, len(rows), _ADD_CHUNK):
+        stop = min(start + _ADD_CHUNK, len(rows))
+        part = rows[start:stop]
+        unit = np.max(np.abs(part), axis=1) / 127.0
+        scales[start:stop] = unit
+        codes[start:stop] = np.rint(part / np.where(unit > 0, unit, 1.0)[:, None])
+
+
+def _query_code(q: np.ndarray) -> np.ndarray:
+    """The int8 code of a query vector, scaled like a row's (`_quantize_into`); its unit is left out
+    of every score alike, so it does not change their order."""
+    peak = float(np.max(np.abs(q))) if len(q) else 0.0
+    code: np.ndarray = np.rint(q * (127.0 / peak) if peak > 0 else q).astype(np.int8)
+    return code
+
+
+def _code_dot(codes: np.ndarray, qc: np.ndarray) -> np.ndarray:
+    """Integer dot products of int8 *codes* rows with the query's code, as float32.
+
+    simsimd's SIMD kernel reads the codes in place (a map's pages included); numpy has
+    no int8 kernel and would first widen every row.
+    """
+    if len(codes) == 0:
+        return np.zeros(0, dtype=np.float32)
+    dots: np.ndarray = np.asarray(simsimd.cdist(qc[None], codes, metric="dot", out_dtype="float32"))[0]
+    return dots
+
+
+def _load_npy(path: Path, shape: tuple[int, ...], dtype: type) -> np.ndarray | None:
+    """A saved array of *shape* and *dtype*: mapped read-only where it can be, else read; None if it is not one."""
+    rows = map_npy(path, shape, np.dtype(dtype).str)
+    if rows is None:
+        rows = np.load(path, allow_pickle=False)
+    return rows if rows.dtype == dtype and rows.shape == shape else None
+
+
+def _codes_of_file(path: Path, n: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Int8 codes and units of the float32 rows saved at *path*, read through a map of their own
+    that is let go of afterwards (the partition's own map stays untouched: no resident pages)."""
+    codes = np.empty((n, dim), dtype=np.int8)
+    scales = np.empty(n, dtype=np.float32)
+    if n:
+        rows = np.load(path, mmap_mode="r", allow_pickle=False)
+        _quantize_into(rows, codes, scales)
+        del rows
+    return codes, scales
 
 
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -1,9 +1,9 @@
-"""A saved ``.npy`` float32 matrix read through a read-only memory map.
+"""A saved ``.npy`` array read through a read-only memory map.
 
-Index partitions keep a float32 copy of their vectors for exact scans. Mapped from the
-partition's saved ``vectors.npy``, only the pages scans touch are resident, and the
-kernel may drop them again: a process that rebuilt or loaded many orgs does not keep
-every org's copy in memory.
+Index partitions keep copies of their vectors for exact scans (float32, and int8 codes
+with their scales). Mapped from the partition's saved files, only the pages scans touch
+are resident, and the kernel may drop them again: a process that rebuilt or loaded many
+orgs does not keep every org's copies in memory.
 """
 
 from __future__ import annotations
@@ -20,31 +20,33 @@ from typing import Any
 import numpy as np
 
 
-def map_npy(path: Path, count: int, dim: int) -> np.ndarray | None:
-    """The ``(count, dim)`` float32 array saved at *path*, as a read-only memory map.
+def map_npy(path: Path, shape: tuple[int, ...], dtype: str = "<f4") -> np.ndarray | None:
+    """The array of *shape* and *dtype* (little-endian) saved at *path*, as a read-only memory map.
 
     Pages are read from the file as they are touched, and the kernel may drop them again
     under memory pressure. The files are never rewritten in place (saves go to a new
     directory), and a map outlives the deletion of its file. None when the file is not a
-    C-order little-endian float32 array of that shape, is empty, or cannot be mapped: the
-    caller then reads it into memory.
+    C-order array of that shape and dtype, is empty, or cannot be mapped: the caller
+    then reads it into memory.
     """
     calls = _mmap_calls()
-    if calls is None or count * dim == 0:
+    want = np.dtype(dtype)
+    items = int(np.prod(shape))
+    if calls is None or items == 0:
         return None
-    map_, unmap, from_memory = calls
+    map_, unmap, from_memory, _ = calls
     try:
         with open(path, "rb") as fh:
             version = np.lib.format.read_magic(fh)
             if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+                saved_shape, fortran, saved_dtype = np.lib.format.read_array_header_1_0(fh)
             elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+                saved_shape, fortran, saved_dtype = np.lib.format.read_array_header_2_0(fh)
             else:
                 return None
             offset = fh.tell()
             size = os.fstat(fh.fileno()).st_size
-            if shape != (count, dim) or fortran or dtype != np.dtype("<f4") or size != offset + count * dim * 4:
+            if shape != saved_shape or fortran or saved_dtype != want or size != offset + items * want.itemsize:
                 return None
             address = map_(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fh.fileno(), 0)
     except (OSError, ValueError):
@@ -52,18 +54,49 @@ def map_npy(path: Path, count: int, dim: int) -> np.ndarray | None:
     if address is None or address == ctypes.c_void_p(-1).value:  # MAP_FAILED
         return None
     memory = from_memory(address, size, 0x100)  # PyBUF_READ: the array is read-only
-    view = np.frombuffer(memory, dtype=np.float32, count=count * dim, offset=offset).reshape(count, dim)
+    view = np.frombuffer(memory, dtype=want, count=items, offset=offset).reshape(shape)
     owner: object = view
     while isinstance(owner, np.ndarray):  # what every view of the map keeps alive
         owner = owner.base
-    done = weakref.finalize(owner, unmap, address, size)
+    _maps[id(owner)] = (address, size)
+    done = weakref.finalize(owner, _unmap, unmap, id(owner), address, size)
     done.atexit = False  # a thread may still be scanning at exit: the OS unmaps after it
     return view
 
 
+def release_pages(view: np.ndarray) -> bool:
+    """Let go of the pages of the map *view* was made from (`map_npy`): they leave this process's RSS.
+
+    For reads that touch a few scattered rows. The kernel maps more than the pages a
+    read touches (a fault-around window, or a whole large folio of the page cache):
+    gathering 640 random 1.5 KB rows of a 77 MB cached file put 73 MB of it in this
+    process's RSS here, with or without ``MADV_RANDOM``. The file's pages stay in the
+    page cache; the next read maps them again. False (and nothing done) when *view* is
+    not from a live map of this module: memory of any other kind is never touched.
+    """
+    calls = _mmap_calls()
+    owner: object = view
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    # *view* keeps its owner, and so the map, alive through this call: the region is not unmapped under it
+    region = _maps.get(id(owner))
+    if calls is None or region is None:
+        return False
+    return bool(calls[3](region[0], region[1], _MADV_DONTNEED) == 0)
+
+
+_MADV_DONTNEED = 4
+_maps: dict[int, tuple[int, int]] = {}  # id of a live map's owner -> its address and size
+
+
+def _unmap(unmap: Callable[..., Any], key: int, address: int, size: int) -> None:
+    _maps.pop(key, None)  # before the id can be reused
+    unmap(address, size)
+
+
 @functools.cache
-def _mmap_calls() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]] | None:
-    """mmap(2), munmap(2) and a read-only memoryview over an address; None where unavailable.
+def _mmap_calls() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any], Callable[..., Any]] | None:
+    """mmap(2), munmap(2), a read-only memoryview over an address and madvise(2); None where unavailable.
 
     Not Python's `mmap.mmap`: before Python 3.13 it keeps a duplicate file descriptor open
     for as long as the map lives, one per loaded partition, and a store with a thousand
@@ -79,6 +112,9 @@ def _mmap_calls() -> tuple[Callable[..., Any], Callable[..., Any], Callable[...,
         unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         prototype = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
         from_memory = prototype(("PyMemoryView_FromMemory", ctypes.pythonapi))
+        advise = libc.madvise
+        advise.restype = ctypes.c_int
+        advise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     except (OSError, TypeError, AttributeError):
         return None
-    return map_, unmap, from_memory
+    return map_, unmap, from_memory, advise

@@ -241,6 +241,11 @@ def index_holds_vector_of(root, texts: list[str], embedder=None) -> bool:
             vectors = np.load(p)
             if len(vectors) and float(np.max(vectors @ wanted.T)) > 0.9999:
                 return True
+        if p.name == "codes.npy":  # the int8 copy: rows rebuilt from codes and units, then made unit again
+            rows = np.load(p).astype(np.float32) * np.load(p.with_name("scales.npy"))[:, None]
+            norms = np.linalg.norm(rows, axis=1, keepdims=True)
+            if len(rows) and float(np.max((rows / np.where(norms > 0, norms, 1.0)) @ wanted.T)) > 0.999:
+                return True
     return False
 
 

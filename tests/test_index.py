@@ -418,6 +418,53 @@ def test_exact_scans_match_exact_search_on_the_allowed_rows(five_thousand, every
     assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
 
 
+def test_an_exact_scan_past_its_shortlist_finds_the_float32_top_k_by_score(monkeypatch):
+    """Over more rows than a shortlist, a scan ranks by int8 codes and rescores the best
+    `SHORTLIST_FACTOR` x k in float32: what it returns is the float32 top k, scores and all."""
+    monkeypatch.setattr(index_mod, "CODES_FROM", 0)  # by codes past the shortlist, at any size
+    part, rids, vecs = built(3000, seed=43)
+    rng = np.random.default_rng(44)
+    for trial, q in enumerate(unit(120, seed=45)):
+        k = int(rng.integers(1, 40))
+        chosen = np.flatnonzero(rng.random(3000) < rng.uniform(0.05, 1.0))  # gathered, in runs, or whole
+        assert len(chosen) > index_mod.SHORTLIST_FLOOR
+        got = part.search(q, k, allowed={rids[i] for i in chosen}, plan="exact")
+        cosines = np.vecdot(vecs[chosen], q)
+        assert [s for _, s in got] == pytest.approx(np.sort(cosines)[::-1][:k].tolist(), abs=1e-6), trial
+        assert {rids[chosen[i]] for i in np.flatnonzero(cosines > got[-1][1] + 1e-6)} <= {r for r, _ in got}
+
+
+def test_int8_codes_hold_each_row_to_half_a_unit_and_zero_rows_to_zero():
+    rows = np.vstack([unit(50, seed=46), np.zeros((2, DIM), dtype=np.float32)])
+    codes, scales = np.empty(rows.shape, dtype=np.int8), np.empty(len(rows), dtype=np.float32)
+    index_mod._quantize_into(rows, codes, scales)
+    assert np.all(np.abs(codes.astype(np.float32) * scales[:, None] - rows) <= scales[:, None] / 2 + 1e-7)
+    assert np.array_equal(np.abs(codes[:50]).max(axis=1), np.full(50, 127))  # each row's largest component is ±127
+    assert not codes[50:].any() and not scales[50:].any()
+
+
+def test_a_partition_saved_before_int8_codes_loads_with_them_computed_and_saves_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(index_mod, "CODES_FROM", 0)  # every scan past its shortlist reads the codes
+    part, rids, _ = built(600, seed=47)
+    PartitionedIndex(tmp_path, MODEL, DIM).replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 600))
+    (gen,) = {p.parent for p in PartitionedIndex(tmp_path, MODEL, DIM).files("acme")}
+    meta = json.loads((gen / "tag.json").read_text())
+    meta["format"] = 1  # as the index saved partitions before the codes
+    for name in ("codes.npy", "scales.npy"):
+        del meta["files"][name]
+        (gen / name).unlink()
+    (gen / "tag.json").write_text(json.dumps(meta))
+    loaded = present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme"))
+    assert loaded._vectors.mapped and np.array_equal(loaded._codes.slice(0, 600), part._codes.slice(0, 600))
+    allowed = set(rids[::3])
+    for q in unit(5, seed=48):
+        assert loaded.search(q, 8, allowed=allowed) == part.search(q, 8, allowed=allowed)
+    PartitionedIndex(tmp_path, MODEL, DIM).put("acme", loaded, IndexTag(MODEL, DIM, {"facts": 2}, 600))
+    assert {p.name for p in PartitionedIndex(tmp_path, MODEL, DIM).files("acme")} >= {"codes.npy", "scales.npy"}
+    again = present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme"))
+    assert again._codes.mapped and np.array_equal(again._scales.slice(0, 600), part._scales.slice(0, 600))
+
+
 def test_vectors_of_returns_the_stored_unit_vectors():
     part, rids, vecs = built(20)
     np.testing.assert_allclose(part.vectors_of([rids[3], rids[1]]), vecs[[3, 1]], atol=1e-6)
@@ -458,10 +505,10 @@ def test_a_rebuilt_or_loaded_partition_reads_its_vectors_from_its_file(tmp_path)
     before = [(part.search(q, 8, plan="exact"), part.search(q, 8, allowed=allowed)) for q in queries]
     idx = PartitionedIndex(tmp_path, MODEL, DIM)
     idx.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 600))
-    assert not part._vectors.flags.writeable  # a read-only map of vectors.npy, not a copy in memory
+    assert part._vectors.mapped  # a read-only map of vectors.npy, not a copy in memory
     assert [(part.search(q, 8, plan="exact"), part.search(q, 8, allowed=allowed)) for q in queries] == before
     loaded = present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme"))
-    assert not loaded._vectors.flags.writeable
+    assert loaded._vectors.mapped
     assert [(loaded.search(q, 8, plan="exact"), loaded.search(q, 8, allowed=allowed)) for q in queries] == before
     assert np.array_equal(loaded.vectors_of(rids[:50]), part.vectors_of(rids[:50]))
 
@@ -474,15 +521,19 @@ def test_a_mapped_partition_keeps_serving_after_its_files_are_replaced(tmp_path)
     before = part.search(q, 8, plan="exact")
     other, _, _ = built(5, seed=27)
     idx.replace("acme", other, IndexTag(MODEL, DIM, {"facts": 2}, 5))  # deletes every file `part` came from
-    assert len(idx.files("acme")) == 4
+    assert len(idx.files("acme")) == 6  # the new generation only: graph, vectors, codes, scales, ids, tag
     assert part.search(q, 8, plan="exact") == before
 
 
-def test_adding_to_a_mapped_partition_keeps_the_map_and_serves_its_rows_with_the_new_ones(tmp_path):
+@pytest.mark.parametrize("codes_from", [0, index_mod.CODES_FROM])  # scans by int8 codes, and by float32 rows
+def test_adding_to_a_mapped_partition_keeps_the_map_and_serves_its_rows_with_the_new_ones(
+    tmp_path, monkeypatch, codes_from
+):
     """Rows added after a map go to a tail of their own (the map is never copied into memory:
     that was 16-29 ms of page faults on an org's first write after a rebuild), and every read
     sees the map and the tail as one: exact scans whole and gathered, the graph, vectors_of,
     a rebuild without some rows, and a save."""
+    monkeypatch.setattr(index_mod, "CODES_FROM", codes_from)
     part, rids, vecs = built(200, seed=28)
     PartitionedIndex(tmp_path, MODEL, DIM).replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 200))
     loaded = PartitionedIndex(tmp_path, MODEL, DIM).partition("acme")
@@ -490,7 +541,8 @@ def test_adding_to_a_mapped_partition_keeps_the_map_and_serves_its_rows_with_the
     extra = unit(30, seed=29)
     for start in (0, 10, 20):  # three adds: the tail grows past its first room
         loaded.add(ids(30, prefix="late")[start : start + 10], extra[start : start + 10], num_threads=1)
-    assert not loaded._vectors.flags.writeable and len(loaded._vectors) == 200  # the map, untouched
+    assert loaded._vectors.mapped and len(loaded._vectors.data) == 200  # the map, untouched
+    assert loaded._codes.mapped and len(loaded._codes.data) == 200 and loaded._scales.mapped
     assert len(loaded) == 230
     reference = Partition.create(DIM)
     reference.add(rids + ids(30, prefix="late"), np.vstack([vecs, extra]), num_threads=1)
@@ -519,7 +571,7 @@ def test_partitions_stay_in_memory_where_files_cannot_be_mapped(tmp_path, monkey
     idx = PartitionedIndex(tmp_path, MODEL, DIM)
     idx.replace("acme", part, IndexTag(MODEL, DIM, {"facts": 1}, 100))
     loaded = present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme"))
-    assert part._vectors.flags.writeable and loaded._vectors.flags.writeable
+    assert not part._vectors.mapped and not loaded._vectors.mapped
     q = unit(1, seed=31)[0]
     assert loaded.search(q, 8, plan="exact") == part.search(q, 8, plan="exact")
 
@@ -569,7 +621,7 @@ def test_a_graph_left_on_disk_is_saved_again_and_survives_its_files_going(tmp_pa
     q, allowed = unit(1, seed=37)[0], set(rids[::2])
     before = part.search(q, 8, allowed=allowed, plan="hnsw")
     idx.put("acme", loaded, IndexTag(MODEL, DIM, {"facts": 2}, 300))  # copies the graph file, reads nothing back
-    assert not in_memory(loaded) and len(idx.files("acme")) == 4
+    assert not in_memory(loaded) and len(idx.files("acme")) == 6
     assert (
         present(PartitionedIndex(tmp_path, MODEL, DIM).partition("acme")).search(q, 8, allowed=allowed, plan="hnsw")
         == before
@@ -579,3 +631,53 @@ def test_a_graph_left_on_disk_is_saved_again_and_survives_its_files_going(tmp_pa
     got = loaded.search(q, 8, allowed=allowed, plan="hnsw")  # built again from its float32 copy
     assert len(got) == 8 and {r for r, _ in got} <= allowed
     assert loaded.search(vecs[7], 1, plan="hnsw")[0][0] == rids[7]
+
+
+def resident_kb(view: np.ndarray) -> int:
+    """How much of the map holding *view* is in this process's RSS (its /proc/self/smaps entry)."""
+    address = view.__array_interface__["data"][0]
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        span = line.split()[0]
+        if "-" in span and all(c in "0123456789abcdef-" for c in span):
+            low, high = (int(x, 16) for x in span.split("-"))
+            if low <= address < high:
+                rss = next(ln for ln in lines[i + 1 :] if ln.startswith("Rss:"))
+                return int(rss.split()[1])
+    raise AssertionError("no mapping holds the view")
+
+
+needs_maps = pytest.mark.skipif(
+    mapped._mmap_calls() is None or not Path("/proc/self/smaps").exists(), reason="needs mmap and /proc"
+)
+
+
+@needs_maps
+def test_releasing_a_maps_pages_takes_them_out_of_rss_and_keeps_its_data(tmp_path):
+    rows = unit(4000, 384, seed=49)
+    np.save(tmp_path / "rows.npy", rows)
+    view = present(mapped.map_npy(tmp_path / "rows.npy", (4000, 384)))
+    assert float(np.abs(view).sum()) > 0 and resident_kb(view) >= rows.nbytes // 1024  # every page read
+    assert mapped.release_pages(view[10:20])  # any view of the map lets go of the whole map
+    assert resident_kb(view) < 64
+    assert np.array_equal(view, rows)  # read back from the file as it is touched again
+    assert not mapped.release_pages(rows)  # memory that is not one of its maps is never touched
+    assert np.array_equal(rows, unit(4000, 384, seed=49))
+
+
+@needs_maps
+def test_a_scan_by_codes_leaves_the_float32_copy_out_of_rss(tmp_path, monkeypatch):
+    """A scan by codes reads a shortlist of float32 rows, and lets go of the pages the
+    kernel mapped around them; a scan by float32 rows keeps its pages for the next one."""
+    part, rids, _ = built(4000, dim=384, seed=50)
+    PartitionedIndex(tmp_path, MODEL, 384).replace("acme", part, IndexTag(MODEL, 384, {"facts": 1}, 4000))
+    allowed = set(rids[:3000])
+    for codes_from, float32_kept in ((10**9, True), (0, False)):
+        monkeypatch.setattr(index_mod, "CODES_FROM", codes_from)
+        loaded = present(PartitionedIndex(tmp_path, MODEL, 384).partition("acme"))
+        for q in unit(5, 384, seed=51):
+            assert loaded.search(q, 8, allowed=allowed, plan="exact") == part.search(
+                q, 8, allowed=allowed, plan="exact"
+            )
+        assert (resident_kb(loaded._vectors.data) > 3000 * 384 * 4 // 1024 // 2) is float32_kept
+        assert (resident_kb(loaded._codes.data) > 0) is not float32_kept
