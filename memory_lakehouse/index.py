@@ -53,10 +53,13 @@ Plan = Literal["auto", "exact", "hnsw"]
 #: the filtered walk re-enters Python once per visited node (~1.5 µs each), so it costs
 #: about n/allowed, while the exact scan costs about |allowed| rows; the two meet near
 #: sqrt(n). Measured by ``scripts/bench_index.py`` (2 cores, random unit 384-d vectors,
-#: k=8): the filtered walk first wins at 12,000 allowed of 100k (38·sqrt(n)) and at 6,000
-#: of 20k (42·sqrt(n)); below that the exact scan is faster *and* exact (at 1,000 of
-#: 100k: 0.3 ms vs 25 ms). See `exact_scan_limit`.
-EXACT_SCALE = 40.0
+#: k=8), since scans past `CODES_FROM` rank by int8 codes: the filtered walk first wins
+#: at 24,000 allowed of 100k (after 16,000: the crossover lies in 51-76·sqrt(n)) and at
+#: 10,000 of 20k (after 8,000: 57-71·sqrt(n)); 64 is inside both. Scanning float32 rows
+#: (the same hour, the same script) it won at 16,000 and 6,000 (42-51·sqrt(n)), and 40
+#: was fitted so. Below the limit the exact scan is faster *and* exact (at 1,000 of
+#: 100k: 0.3 ms vs 26 ms; at 16,000 the walk found 31% of the top k). See `exact_scan_limit`.
+EXACT_SCALE = 64.0
 EXACT_FLOOR = 2048
 
 #: What a row gathered from scattered labels costs, in rows read in place. Rows next to
@@ -487,8 +490,8 @@ class Partition:
         ignored; a boolean mask from `mask` may stand in for the ids. The planner
         (``plan="auto"``):
 
-        * at most `exact_limit` candidates (by default ``40 * sqrt(n)``, at least
-          2048: 12,649 at n = 100k — the measured crossover) → exact scan, which is
+        * at most `exact_limit` candidates (by default ``64 * sqrt(n)``, at least
+          2048: 20,238 at n = 100k — the measured crossover) → exact scan, which is
           then both exact and faster than the filtered walk;
         * *allowed* covers the whole partition → plain HNSW, no callback;
         * otherwise HNSW with the filter, ``ef >= 2*k``; if the walk finds fewer than
@@ -989,10 +992,10 @@ class PartitionedIndex:
 
 
 def exact_scan_limit(n: int) -> int:
-    """The default exact-scan limit for an n-vector partition: ``max(2048, 40 * sqrt(n))``.
+    """The default exact-scan limit for an n-vector partition: ``max(2048, 64 * sqrt(n))``.
 
     >>> exact_scan_limit(100_000), exact_scan_limit(1_000_000)
-    (12649, 40000)
+    (20238, 64000)
     """
     return max(EXACT_FLOOR, int(EXACT_SCALE * n**0.5))
 

@@ -360,12 +360,12 @@ def test_save_failures_are_store_errors(tmp_path):
         part.save(blocker / "p", IndexTag(MODEL, DIM, {}, 5))
 
 
-def test_the_default_planner_scans_exactly_up_to_about_forty_sqrt_n(five_thousand):
+def test_the_default_planner_scans_exactly_up_to_about_sixty_four_sqrt_n(five_thousand):
     from memory_lakehouse.index import exact_scan_limit
 
     part, rids, _ = five_thousand
-    assert exact_scan_limit(100_000) == 12649 and exact_scan_limit(100) == 2048
-    assert part.exact_limit() == exact_scan_limit(5000) == 2828
+    assert exact_scan_limit(100_000) == 20238 and exact_scan_limit(100) == 2048
+    assert part.exact_limit() == exact_scan_limit(5000) == 4525
 
 
 def test_the_planner_counts_rows_read_in_place_at_a_quarter_of_gathered_ones():
