@@ -528,7 +528,7 @@ def _string_leaves(array: Any) -> Iterable[pa.Array]:
         yield from _string_leaves(pc.list_flatten(array))
 
 
-#: Index payloads: float32 vectors and HNSW links, never text. The byte scan skips them
+#: Index payloads: float32 vectors, their int8 codes and units, HNSW links; never text. The byte scan skips them
 #: (they are most of a large store's bytes); `index_holding` checks them by record id.
 VECTOR_FILES = (".npy", ".hnsw")
 
