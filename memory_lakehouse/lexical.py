@@ -261,6 +261,30 @@ class Bm25:
         return scores if mask is None else np.where(mask, scores, 0.0)
 
 
+def best_of(scores: np.ndarray, allowed: np.ndarray, depth: int) -> np.ndarray:
+    """The allowed rows with a nonzero score, best first (ties in row order), at most *depth*.
+
+    What ``matched[np.argsort(-scores[matched], kind="stable")][:depth]`` gives for
+    ``matched = np.flatnonzero((scores != 0) & allowed)``, without sorting them all: at 1M
+    a query's common words match most of an org's 50,000 rows. Only the rows at or
+    above the depth-th best score are sorted (all of them when ties straddle it), still
+    in row order, so the stable sort breaks ties as the full one would.
+
+    >>> best_of(np.array([0.0, 2.0, 1.0, 2.0, 3.0], np.float32), np.array([1, 1, 1, 1, 0], bool), 2).tolist()
+    [1, 3]
+    """
+    rows = np.flatnonzero(allowed)
+    values = scores[rows]
+    kept = values != 0
+    rows, values = rows[kept], values[kept]
+    if len(rows) > depth > 0:
+        threshold = -np.partition(-values, depth - 1)[depth - 1]  # the depth-th best score
+        kept = values >= threshold
+        rows, values = rows[kept], values[kept]
+    order: np.ndarray = rows[np.argsort(-values, kind="stable")][:depth]
+    return order
+
+
 def _term_matrix(model: Any, terms: TermIds) -> None:
     """What ``model.index(corpus, show_progress=False)`` gives a fresh ``bm25s.BM25()`` for
     the corpus *terms* holds: the same term matrix, built with numpy over every token at once.

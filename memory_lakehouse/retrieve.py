@@ -54,7 +54,7 @@ from .conversation import UNINDEXED_KINDS
 from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
 from .lake import rows_to_pylist, take_rows
-from .lexical import Bm25
+from .lexical import Bm25, best_of
 from .progress import Progress, log
 from .query import Visibility
 from .ranking import (
@@ -679,9 +679,7 @@ class Retriever:
             if (docs < 0).any():  # visible rows written since the org's model was built
                 newer += candidates.ids(kind, candidates.positions[kind][docs < 0])
         scores = bstate.bm25.scores(query)
-        matched = np.flatnonzero(scores)  # usually few: the visible ones, best first
-        matched = matched[visible[matched]]
-        best = matched[np.argsort(-scores[matched], kind="stable")][:depth]
+        best = best_of(scores, visible, depth)
         kind_of, position_of = located.rows.by_doc
         hits: list[tuple[str, float]] = []
         for i in best.tolist():

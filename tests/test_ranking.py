@@ -189,6 +189,21 @@ def test_a_model_with_settings_the_numpy_build_does_not_spell_out_is_refused():
 # ----------------------------------------------------------------------- lexical coverage
 
 
+@given(
+    st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 1.0, 2.5, 3.0]), max_size=400).flatmap(
+        lambda values: st.tuples(st.just(values), st.lists(st.booleans(), min_size=len(values), max_size=len(values)))
+    ),
+    st.integers(0, 450),
+)
+def test_the_best_rows_of_a_bm25_list_are_the_allowed_nonzero_ones_sorted_stably(values_and_allowed, depth):
+    """`best_of` sorts only the rows that can make the list; ties at its cut (many here) fall as in a full sort."""
+    values, allowed = values_and_allowed
+    scores, mask = np.array(values, dtype=np.float32), np.array(allowed, dtype=bool)
+    matched = np.flatnonzero((scores != 0) & mask)
+    want = matched[np.argsort(-scores[matched], kind="stable")][:depth]
+    assert lexical.best_of(scores, mask, depth).tolist() == want.tolist()
+
+
 def test_coverage_is_the_share_of_the_query_s_idf_a_row_matches():
     bm25 = Bm25(CORPUS)
     assert lexical_coverage("NW-88213 delivered", CORPUS[4], bm25) == pytest.approx(1.0)
