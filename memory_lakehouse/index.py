@@ -248,9 +248,9 @@ class Partition:
     Labels are assigned 0, 1, 2… in insertion order; the float32 copy of the vectors
     (one extra copy: 150 MB at 100k x 384; ~340 MB for the whole partition) serves
     exact scans, which hnswlib's ``get_items`` is too slow for (~18 µs a row), and so
-    does an int8 copy of them (codes and a scale a row, a quarter of the bytes): a scan
-    over more than a shortlist ranks by the codes and rescores the shortlist in float32
-    (`SHORTLIST_FACTOR`). A partition that was loaded, or saved by
+    does an int8 copy of them (codes and a unit a row, a quarter of the bytes): a scan
+    over more than `CODES_FROM` rows ranks by the codes, rescores a shortlist in float32
+    (`SHORTLIST_FACTOR`) and lets the float32 map's pages go. A partition that was loaded, or saved by
     `PartitionedIndex.replace`, reads these copies from its ``vectors.npy``,
     ``codes.npy`` and ``scales.npy`` through read-only memory maps: only the pages scans
     touch are resident, and the kernel may drop them again (so a process that rebuilt 20
