@@ -56,8 +56,8 @@ Plan = Literal["auto", "exact", "hnsw"]
 #: k=8), since scans past `CODES_FROM` rank by int8 codes: the filtered walk first wins
 #: at 24,000 allowed of 100k (after 16,000: the crossover lies in 51-76·sqrt(n)) and at
 #: 10,000 of 20k (after 8,000: 57-71·sqrt(n)); 64 is inside both. Scanning float32 rows
-#: (the same hour, the same script) it won at 16,000 and 6,000 (42-51·sqrt(n)), and 40
-#: was fitted so. Below the limit the exact scan is faster *and* exact (at 1,000 of
+#: (the same hour, the same script) it first won at 16,000 and 6,000 (51 and 42·sqrt(n));
+#: 40 was fitted so, on an earlier day's 12,000 and 6,000. Below the limit the exact scan is faster *and* exact (at 1,000 of
 #: 100k: 0.3 ms vs 26 ms; at 16,000 the walk found 31% of the top k). See `exact_scan_limit`.
 EXACT_SCALE = 64.0
 EXACT_FLOOR = 2048
@@ -93,7 +93,6 @@ CODES_FROM = 2048
 DEFAULT_EF = 64
 
 FORMAT = 2  # 2: with int8 codes and their scales; a format-1 partition loads and gets them computed
-_FORMATS = (1, 2)
 _SPACE = "ip"  # unit vectors: inner product == cosine similarity; score = 1 - distance
 _CHUNK = 1024  # rows gathered per step of an exact scan: stays in cache
 _ADD_CHUNK = 4096  # rows checked and scaled per step of `Partition.add`: bounded temporaries
@@ -578,8 +577,9 @@ class Partition:
             labels = np.sort(best if labels is None else labels[best])
             scores = _dot(self._vectors.gather(labels), q)
             # The shortlist's float32 rows are all this scan read of that copy, but the kernel
-            # mapped far more around them (`release_pages`): at 1M, ~1.1 GB of RSS after
-            # 200 recalls. Scans below `CODES_FROM` read their rows in place and keep them.
+            # mapped far more around them (`release_pages`): at 1M the process's file-backed
+            # RSS after 200 recalls was 1,491 MB without this, 445 with it (and after
+            # `vectors_of`). Scans below `CODES_FROM` read their rows in place and keep them.
             self._vectors.release()
         if labels is None:
             return [(self._ids[i], float(scores[i])) for i in _top_k(scores, k)]
@@ -656,7 +656,7 @@ class Partition:
                     f"{len(missing)} id(s) not in the partition, e.g. {missing[0]!r}", field="record_ids"
                 )
             rows = self._vectors.gather(np.array([self._labels[rid] for rid in record_ids], dtype=np.int64))
-            if self._scans_by_codes:  # nothing keeps the float32 pages resident: a few rows map ~15 MB at 1M
+            if self._scans_by_codes:  # nothing keeps the float32 pages: ~15 rows mapped ~15 MB an org at 1M
                 self._vectors.release()
             return rows
 
@@ -773,7 +773,7 @@ class Partition:
         try:
             meta = json.loads((directory / "tag.json").read_text(encoding="utf-8"))
             saved_format = meta.get("format")
-            if saved_format not in _FORMATS or meta.get("space") != _SPACE:
+            if saved_format not in _FILES_OF or meta.get("space") != _SPACE:
                 return None
             tag = IndexTag.from_json(meta["tag"])
             if (model is not None and tag.model != model) or (dim is not None and tag.dim != dim):
@@ -1087,11 +1087,12 @@ def _quantize_into(rows: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> N
 
 
 def _query_code(q: np.ndarray) -> np.ndarray:
-    """The int8 code of a query vector, scaled like a row's (`_quantize_into`); its unit is left out
-    of every score alike, so it does not change their order."""
-    peak = float(np.max(np.abs(q))) if len(q) else 0.0
-    code: np.ndarray = np.rint(q * (127.0 / peak) if peak > 0 else q).astype(np.int8)
-    return code
+    """The int8 code of a query vector, made as a row's is (`_quantize_into`); its unit is left
+    out of every score alike, so it does not change their order."""
+    code, unit = np.empty((1, len(q)), dtype=np.int8), np.empty(1, dtype=np.float32)
+    _quantize_into(q[None], code, unit)
+    row: np.ndarray = code[0]
+    return row
 
 
 def _code_dot(codes: np.ndarray, qc: np.ndarray) -> np.ndarray:
