@@ -55,9 +55,7 @@ def map_npy(path: Path, shape: tuple[int, ...], dtype: str = "<f4") -> np.ndarra
         return None
     memory = from_memory(address, size, 0x100)  # PyBUF_READ: the array is read-only
     view = np.frombuffer(memory, dtype=want, count=items, offset=offset).reshape(shape)
-    owner: object = view
-    while isinstance(owner, np.ndarray):  # what every view of the map keeps alive
-        owner = owner.base
+    owner = _owner(view)
     _maps[id(owner)] = (address, size)
     done = weakref.finalize(owner, _unmap, unmap, id(owner), address, size)
     done.atexit = False  # a thread may still be scanning at exit: the OS unmaps after it
@@ -75,14 +73,20 @@ def release_pages(view: np.ndarray) -> bool:
     not from a live map of this module: memory of any other kind is never touched.
     """
     calls = _mmap_calls()
-    owner: object = view
-    while isinstance(owner, np.ndarray):
-        owner = owner.base
+    owner = _owner(view)
     # *view* keeps its owner, and so the map, alive through this call: the region is not unmapped under it
     region = _maps.get(id(owner))
     if calls is None or region is None:
         return False
     return bool(calls[3](region[0], region[1], _MADV_DONTNEED) == 0)
+
+
+def _owner(view: np.ndarray) -> object:
+    """What every view of a map keeps alive: the buffer at the end of its chain of bases."""
+    owner: object = view
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    return owner
 
 
 _MADV_DONTNEED = 4
