@@ -86,7 +86,7 @@ SHORTLIST_FLOOR = 32
 #: mapped 50,000 x 384 partitions, allowed rows in 6 runs, k = 32 (`Partition.search`,
 #: ms p50): 1,000 rows 0.29 float32 / 0.32 codes; 2,000 0.38 / 0.36; 4,000 0.56 / 0.45;
 #: 15,000 1.70 / 0.89. Above it the codes win, and a scan touches only the shortlist's
-#: float32 pages; below it the codes' pages would be resident besides the float32 ones.
+#: float32 pages; below it the codes' pages would be read besides the float32 ones.
 CODES_FROM = 2048
 
 #: Search breadth when the caller gives none; raised to at least 2*k per query.
@@ -248,8 +248,8 @@ class Partition:
     (one extra copy: 150 MB at 100k x 384; ~340 MB for the whole partition) serves
     exact scans, which hnswlib's ``get_items`` is too slow for (~18 µs a row), and so
     does an int8 copy of them (codes and a unit a row, a quarter of the bytes): a scan
-    over more than `CODES_FROM` rows ranks by the codes, rescores a shortlist in float32
-    (`SHORTLIST_FACTOR`) and lets the float32 map's pages go. A partition that was loaded, or saved by
+    over more than `CODES_FROM` rows ranks by the codes and rescores a shortlist in float32
+    (`SHORTLIST_FACTOR`); every scan then lets the float32 map's pages go. A partition that was loaded, or saved by
     `PartitionedIndex.replace`, reads these copies from its ``vectors.npy``,
     ``codes.npy`` and ``scales.npy`` through read-only memory maps: only the pages scans
     touch are resident, and the kernel may drop them again (so a process that rebuilt 20
@@ -297,7 +297,6 @@ class Partition:
         self._vectors = _Rows(vectors)  # float32 unit vectors
         self._codes = _Rows(codes)  # int8 codes of them (`_quantize_into`)
         self._scales = _Rows(scales)  # float32: a code's unit, per row
-        self._scans_by_codes = False  # whether the last exact scan ranked by codes (then float32 pages are let go of)
         self.dim = int(dim)
         self.M = M
         self.ef_construction = ef_construction
@@ -567,8 +566,7 @@ class Partition:
         Over more than `CODES_FROM`, the rows are ranked by their int8 codes first and
         only a shortlist of them (`SHORTLIST_FACTOR`) is scored in float32.
         """
-        self._scans_by_codes = _by_codes(count, k)
-        if not self._scans_by_codes:
+        if not _by_codes(count, k):
             labels, scores = self._read(mask, scan, self._cosines(q), self._cosines_at(q))
         else:
             qc = _query_code(q)
@@ -576,11 +574,13 @@ class Partition:
             best = _top_k(approx, _shortlist(k))
             labels = np.sort(best if labels is None else labels[best])
             scores = _dot(self._vectors.gather(labels), q)
-            # The shortlist's float32 rows are all this scan read of that copy, but the kernel
-            # mapped far more around them (`release_pages`): at 1M the process's file-backed
-            # RSS after 200 recalls was 1,491 MB without this, 445 with it (and after
-            # `vectors_of`). Scans below `CODES_FROM` read their rows in place and keep them.
-            self._vectors.release()
+        # A scan keeps none of the float32 map's pages: the kernel maps far more around the
+        # rows read than they fill (`release_pages`), and every org's pages would stay
+        # resident. At 1M (scans by codes) the process's file-backed RSS after 200 recalls was
+        # 1,491 MB with them kept, 445 without; at 100k (float32 scans) the tenants bench's
+        # Δ peak RSS 660-666 MB with them, 521-524 without, for ~0.1 ms more a repeated
+        # reader's recall (the pages fault back in from the page cache).
+        self._vectors.release()
         if labels is None:
             return [(self._ids[i], float(scores[i])) for i in _top_k(scores, k)]
         return [(self._ids[int(labels[i])], float(scores[i])) for i in _top_k(scores, k)]
@@ -656,8 +656,7 @@ class Partition:
                     f"{len(missing)} id(s) not in the partition, e.g. {missing[0]!r}", field="record_ids"
                 )
             rows = self._vectors.gather(np.array([self._labels[rid] for rid in record_ids], dtype=np.int64))
-            if self._scans_by_codes:  # nothing keeps the float32 pages: ~15 rows mapped ~15 MB an org at 1M
-                self._vectors.release()
+            self._vectors.release()  # as a scan does (`_exact`): ~15 rows mapped ~15 MB an org at 1M
             return rows
 
     def rebuilt_without(self, record_ids: Collection[str], *, num_threads: int = 2) -> Partition:

@@ -666,18 +666,21 @@ def test_releasing_a_maps_pages_takes_them_out_of_rss_and_keeps_its_data(tmp_pat
 
 
 @needs_maps
-def test_a_scan_by_codes_leaves_the_float32_copy_out_of_rss(tmp_path, monkeypatch):
-    """A scan by codes reads a shortlist of float32 rows, and lets go of the pages the
-    kernel mapped around them; a scan by float32 rows keeps its pages for the next one."""
+def test_an_exact_scan_leaves_the_float32_copy_out_of_rss(tmp_path, monkeypatch):
+    """A scan lets go of the float32 pages it read (and the kernel mapped around them), by
+    codes or by float32 rows alike: no org's copy stays in RSS. Only a scan by codes reads
+    the codes."""
     part, rids, _ = built(4000, dim=384, seed=50)
     PartitionedIndex(tmp_path, MODEL, 384).replace("acme", part, IndexTag(MODEL, 384, {"facts": 1}, 4000))
     allowed = set(rids[:3000])
-    for codes_from, float32_kept in ((10**9, True), (0, False)):
+    for codes_from, by_codes in ((10**9, False), (0, True)):
         monkeypatch.setattr(index_mod, "CODES_FROM", codes_from)
         loaded = present(PartitionedIndex(tmp_path, MODEL, 384).partition("acme"))
         for q in unit(5, 384, seed=51):
             assert loaded.search(q, 8, allowed=allowed, plan="exact") == part.search(
                 q, 8, allowed=allowed, plan="exact"
             )
-        assert (resident_kb(loaded._vectors.data) > 3000 * 384 * 4 // 1024 // 2) is float32_kept
-        assert (resident_kb(loaded._codes.data) > 0) is not float32_kept
+            assert resident_kb(loaded._vectors.data) < 64
+        assert loaded.vectors_of(rids[:50]).shape == (50, 384)
+        assert resident_kb(loaded._vectors.data) < 64
+        assert (resident_kb(loaded._codes.data) > 0) is by_codes
