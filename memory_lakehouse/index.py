@@ -32,6 +32,7 @@ import shutil
 import struct
 import threading
 import uuid
+import weakref
 import zlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -249,7 +250,7 @@ class Partition:
     exact scans, which hnswlib's ``get_items`` is too slow for (~18 µs a row), and so
     does an int8 copy of them (codes and a unit a row, a quarter of the bytes): a scan
     over more than `CODES_FROM` rows ranks by the codes and rescores a shortlist in float32
-    (`SHORTLIST_FACTOR`); every scan then lets the float32 map's pages go. A partition that was loaded, or saved by
+    (`SHORTLIST_FACTOR`). Only the org read last keeps its float32 pages mapped (`_keep_pages_of`). A partition that was loaded, or saved by
     `PartitionedIndex.replace`, reads these copies from its ``vectors.npy``,
     ``codes.npy`` and ``scales.npy`` through read-only memory maps: only the pages scans
     touch are resident, and the kernel may drop them again (so a process that rebuilt 20
@@ -574,13 +575,7 @@ class Partition:
             best = _top_k(approx, _shortlist(k))
             labels = np.sort(best if labels is None else labels[best])
             scores = _dot(self._vectors.gather(labels), q)
-        # A scan keeps none of the float32 map's pages: the kernel maps far more around the
-        # rows read than they fill (`release_pages`), and every org's pages would stay
-        # resident. At 1M (scans by codes) the process's file-backed RSS after 200 recalls was
-        # 1,491 MB with them kept, 445 without; at 100k (float32 scans) the tenants bench's
-        # Δ peak RSS 660-666 MB with them, 521-524 without, for ~0.1 ms more a repeated
-        # reader's recall (the pages fault back in from the page cache).
-        self._vectors.release()
+        _keep_pages_of(self._vectors)
         if labels is None:
             return [(self._ids[i], float(scores[i])) for i in _top_k(scores, k)]
         return [(self._ids[int(labels[i])], float(scores[i])) for i in _top_k(scores, k)]
@@ -656,7 +651,7 @@ class Partition:
                     f"{len(missing)} id(s) not in the partition, e.g. {missing[0]!r}", field="record_ids"
                 )
             rows = self._vectors.gather(np.array([self._labels[rid] for rid in record_ids], dtype=np.int64))
-            self._vectors.release()  # as a scan does (`_exact`): ~15 rows mapped ~15 MB an org at 1M
+            _keep_pages_of(self._vectors)  # as a scan does (`_exact`)
             return rows
 
     def rebuilt_without(self, record_ids: Collection[str], *, num_threads: int = 2) -> Partition:
@@ -1063,6 +1058,35 @@ def _dot(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
 def _shortlist(k: int) -> int:
     """How many of the best rows by int8 codes an exact scan rescores in float32 (`SHORTLIST_FACTOR`)."""
     return max(SHORTLIST_FACTOR * k, SHORTLIST_FLOOR)
+
+
+_pages_kept: weakref.ref[_Rows] | None = None
+_pages_kept_lock = threading.Lock()
+
+
+def _keep_pages_of(rows: _Rows) -> None:
+    """Keep the float32 pages of the partition just read (*rows*) mapped, and let go of those
+    of the one read before it, if that was another (`_Rows.release`).
+
+    The kernel maps far more of a file around the rows a scan reads than they fill
+    (`mapped.release_pages`), and pages that stay mapped count in the process's RSS: with
+    every org's kept, the tenants bench's Δ peak RSS at 100k was 654-667 MB, with only the
+    last org's 522 (with none 514-524); at 1M (scans by codes) the file-backed RSS after
+    200 recalls was 1,491 MB, and 445 with the pages let go of after each scan. Letting
+    them go costs the next read of that org its page faults (they come back from the page
+    cache). Measured at 100k in one process, alternating blocks of 25 recalls: a new actor
+    of another org each time +0.06 ms (+0.11 when every read let go of its own org's pages
+    too), the same reader again +0.00 (+0.10). So a reader asking the same org again (a
+    conversation) pays nothing, and a process serving many orgs keeps at most one org's
+    copy. Another thread may still be scanning the org let go of: its reads fault the
+    pages in again (the map is read-only), nothing else.
+    """
+    global _pages_kept
+    with _pages_kept_lock:
+        before = _pages_kept() if _pages_kept is not None else None
+        _pages_kept = weakref.ref(rows)
+    if before is not None and before is not rows:
+        before.release()
 
 
 def _by_codes(count: int, k: int) -> bool:

@@ -666,21 +666,26 @@ def test_releasing_a_maps_pages_takes_them_out_of_rss_and_keeps_its_data(tmp_pat
 
 
 @needs_maps
-def test_an_exact_scan_leaves_the_float32_copy_out_of_rss(tmp_path, monkeypatch):
-    """A scan lets go of the float32 pages it read (and the kernel mapped around them), by
-    codes or by float32 rows alike: no org's copy stays in RSS. Only a scan by codes reads
-    the codes."""
-    part, rids, _ = built(4000, dim=384, seed=50)
-    PartitionedIndex(tmp_path, MODEL, 384).replace("acme", part, IndexTag(MODEL, 384, {"facts": 1}, 4000))
-    allowed = set(rids[:3000])
+def test_only_the_org_read_last_keeps_its_float32_pages_in_rss(tmp_path, monkeypatch):
+    """A read of one org lets go of the float32 pages the read before it left mapped in another
+    org (by codes or by float32 rows alike), and a second read of the same org keeps its own."""
+    idx = PartitionedIndex(tmp_path, MODEL, 384)
+    rids: dict[str, list[str]] = {}
+    for seed, org in enumerate(("acme", "globex")):
+        part, rids[org], _ = built(4000, dim=384, seed=50 + seed)
+        idx.replace(org, part, IndexTag(MODEL, 384, {"facts": 1}, 4000))
+    q = unit(1, 384, seed=52)[0]
     for codes_from, by_codes in ((10**9, False), (0, True)):
         monkeypatch.setattr(index_mod, "CODES_FROM", codes_from)
-        loaded = present(PartitionedIndex(tmp_path, MODEL, 384).partition("acme"))
-        for q in unit(5, 384, seed=51):
-            assert loaded.search(q, 8, allowed=allowed, plan="exact") == part.search(
-                q, 8, allowed=allowed, plan="exact"
-            )
-            assert resident_kb(loaded._vectors.data) < 64
-        assert loaded.vectors_of(rids[:50]).shape == (50, 384)
-        assert resident_kb(loaded._vectors.data) < 64
-        assert (resident_kb(loaded._codes.data) > 0) is by_codes
+        reopened = PartitionedIndex(tmp_path, MODEL, 384)
+        acme, globex = present(reopened.partition("acme")), present(reopened.partition("globex"))
+        acme.search(q, 8, allowed=set(rids["acme"][:3000]), plan="exact")
+        assert resident_kb(acme._vectors.data) > 0
+        assert (resident_kb(acme._codes.data) > 0) is by_codes
+        globex.search(q, 8, allowed=set(rids["globex"][:3000]), plan="exact")
+        assert resident_kb(acme._vectors.data) < 64 and resident_kb(globex._vectors.data) > 0
+        globex.search(q, 8, allowed=set(rids["globex"][:2000]), plan="exact")
+        kept = resident_kb(globex._vectors.data)
+        assert kept > 0
+        acme.vectors_of(rids["acme"][:50])  # the fusion's cosines read an org too
+        assert resident_kb(globex._vectors.data) < 64 < kept
