@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from _support import CURATOR, MEMBER, day, fact
+from _support import CURATOR, MEMBER, day, episode, fact
 
 import memory_lakehouse as ml
 
@@ -60,3 +60,49 @@ def test_two_decisions_of_one_id_are_refused(tmp_path, clock):
     twice = [("d-1", MEMBER, "which plan", None, day(1)), ("d-1", MEMBER, "which plan", None, day(1, 2))]
     with pytest.raises(ml.ValidationError, match="appears more than once"):
         store.replay(twice, kinds=["fact"])
+
+
+def test_a_replay_in_runs_of_decisions_sees_what_one_query_over_all_of_them_sees(tmp_path, clock, monkeypatch):
+    """Decisions are replayed in runs whose visibility query stays small (`REPLAY_PAIRS`):
+    the same rows in the same order, for decisions with and without a subject, of two orgs,
+    at times before and after a supersession, for a kind whose heads the subject narrows
+    first (facts) and one it narrows after (episodes)."""
+    from memory_lakehouse import replay as replay_mod
+
+    store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder())
+    readers = {}
+    for org in ("acme", "globex"):
+        lead = ml.Principal(f"lead-{org}", ml.Scope(org), role="curator")
+        readers[org] = ml.Principal(f"reader-{org}", ml.Scope(org, "support", "tier1", "r"), role="member")
+        for i in range(6):
+            store.write(fact(f"customer:{i}", "plan", f"Pro {i}", day(0, i), scope=ml.Scope(org)), by=lead)
+            store.write(episode("api", f"timeouts {i}", "fixed", day(0, i), scope=ml.Scope(org)), by=lead)
+        clock.advance(days=2)
+        store.write(fact("customer:1", "plan", "Team", day(2), scope=ml.Scope(org)), by=lead)
+    clock.advance(days=1)
+    decisions = [
+        (f"d-{n:02d}", readers[org], "which plan", subject, at)
+        for n, (org, subject, at) in enumerate(
+            (org, subject, at)
+            for org in ("globex", "acme")
+            for subject in (None, "customer:1")
+            for at in (day(1), day(4))
+        )
+    ][::-1]  # not in id order
+    monkeypatch.setattr(replay_mod, "REPLAY_PAIRS", 10**9)
+    whole = store.replay(decisions, kinds=["fact", "episode"])
+    assert whole.visible.num_rows > 0
+    for pairs in (1, 7, 30):
+        monkeypatch.setattr(replay_mod, "REPLAY_PAIRS", pairs)
+        runs = {
+            kind: replay_mod._chunks(store.vis, kind, replay_mod.as_decisions(decisions))
+            for kind in ("fact", "episode")
+        }
+        assert len(runs["episode"]) > 1 and all(len(run) >= 2 for run in runs["fact"] + runs["episode"])
+        assert [d.decision_id for run in runs["episode"] for d in run] == sorted(d[0] for d in decisions)
+        queries: list[str] = []
+        with store.tracer(queries.append):
+            parts = store.replay(decisions, kinds=["fact", "episode"])
+        assert sum("WITH candidates" in q for q in queries) == len(runs["fact"]) + len(runs["episode"])
+        assert parts.visible.to_pylist() == whole.visible.to_pylist()
+        assert parts.per_decision().to_pylist() == whole.per_decision().to_pylist()
