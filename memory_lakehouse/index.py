@@ -250,12 +250,13 @@ class Partition:
     exact scans, which hnswlib's ``get_items`` is too slow for (~18 µs a row), and so
     does an int8 copy of them (codes and a unit a row, a quarter of the bytes): a scan
     over more than `CODES_FROM` rows ranks by the codes and rescores a shortlist in float32
-    (`SHORTLIST_FACTOR`). Only the org read last keeps its float32 pages mapped (`_keep_pages_of`). A partition that was loaded, or saved by
+    (`SHORTLIST_FACTOR`). A partition that was loaded, or saved by
     `PartitionedIndex.replace`, reads these copies from its ``vectors.npy``,
     ``codes.npy`` and ``scales.npy`` through read-only memory maps: only the pages scans
     touch are resident, and the kernel may drop them again (so a process that rebuilt 20
-    orgs does not keep 20 orgs' copies). Rows added after that go to a tail beside each
-    map (`_Rows`).
+    orgs does not keep 20 orgs' copies); of the float32 copies, only the org read last
+    keeps its pages mapped (`_keep_pages_of`). Rows added after that go to a tail beside
+    each map (`_Rows`).
 
     Such a partition does not hold its graph in memory either (~175 MB at 100k x 384):
     only a filtered or unfiltered walk needs it, and the exact scans that serve small
