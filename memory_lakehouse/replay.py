@@ -181,20 +181,8 @@ def replay(
     )
     parts = []
     for kind in kinds:
-        for chunk in [decisions] if naive else _chunks(vis, kind, decisions):
-            if naive:
-                rows = _naive(vis, kind, chunk)
-            else:
-                bases = bases_table(
-                    [(d.decision_id, d.principal, Basis(d.decided_at, d.decided_at), d.subject) for d in chunk]
-                )
-                rows = vis.visible(
-                    kind, bases, columns=[c for c in VISIBLE_COLUMNS if c not in ("decision_id", "kind", "decided_at")]
-                )
-                if "decision_id" not in rows.column_names:  # one decision, answered from the remembered read
-                    rows = rows.append_column(
-                        "decision_id", pa.array([chunk[0].decision_id] * rows.num_rows, pa.string())
-                    )
+        for run in [decisions] if naive else _chunks(vis, kind, decisions):
+            rows = _naive(vis, kind, run) if naive else _visible(vis, kind, run)
             rows = rows.append_column("kind", pa.array([kind] * rows.num_rows, pa.string()))
             # each row's decided_at taken by its decision's position: a join copied every column
             # (154k rows with their search text at 100k, 200 decisions) and built a hash table beside them
@@ -203,6 +191,17 @@ def replay(
             parts.append(rows.select(VISIBLE_COLUMNS))
     visible = pa.concat_tables(parts) if parts else pa.table({c: [] for c in VISIBLE_COLUMNS})
     return ReplayResult(visible, len(decisions), _leaks(visible), naive, decided)
+
+
+def _visible(vis: Visibility, kind: str, decisions: Sequence[Decision]) -> pa.Table:
+    """What each of *decisions* could see of *kind*: one visibility query over all of them."""
+    bases = bases_table([(d.decision_id, d.principal, Basis(d.decided_at, d.decided_at), d.subject) for d in decisions])
+    rows = vis.visible(
+        kind, bases, columns=[c for c in VISIBLE_COLUMNS if c not in ("decision_id", "kind", "decided_at")]
+    )
+    if "decision_id" not in rows.column_names:  # one decision, answered from the remembered read
+        rows = rows.append_column("decision_id", pa.array([decisions[0].decision_id] * rows.num_rows, pa.string()))
+    return rows
 
 
 #: How many (decision, row) pairs one visibility query over many decisions may weigh
