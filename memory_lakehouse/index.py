@@ -1071,13 +1071,13 @@ def _keep_pages_of(rows: _Rows) -> None:
 
     The kernel maps far more of a file around the rows a scan reads than they fill
     (`mapped.release_pages`), and pages that stay mapped count in the process's RSS: with
-    every org's kept, the tenants bench's Δ peak RSS at 100k was 654-667 MB, with only the
-    last org's 522 (with none 514-524); at 1M (scans by codes) the file-backed RSS after
+    every org's kept, the tenants bench's Δ peak RSS at 100k was 651-673 MB, with only the
+    last org's 528-530 (with none 510-524); at 1M (scans by codes) the file-backed RSS after
     200 recalls was 1,491 MB, and 445 with the pages let go of after each scan. Letting
     them go costs the next read of that org its page faults (they come back from the page
     cache). Measured at 100k in one process, alternating blocks of 25 recalls: a new actor
     of another org each time +0.06 ms (+0.11 when every read let go of its own org's pages
-    too), the same reader again +0.00 (+0.10). So a reader asking the same org again (a
+    too), the same reader again +0.003 (+0.12). So a reader asking the same org again (a
     conversation) pays nothing, and a process serving many orgs keeps at most one org's
     copy. At 1M, against a scan letting its own org's pages go too: a new actor 3.87 /
     4.05 ms, the same reader 2.67 / 3.07. The int8 codes stay mapped: every scan past
