@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from . import arrow_rule
 from .errors import ValidationError
 from .heads import HEAD_KEY, SCOPE_LEVELS, SLOT_COLUMNS, SUBJECT_IN_SLOT, OrgHeads, OrgHistory, scope_rule_sql
-from .lake import SYSTEM_COLUMNS, Lake, take_rows
+from .lake import SYSTEM_COLUMNS, Lake, dictionary_rows, distinct_positions, take_rows
 from .records import SPECS, subject_key
 from .scope import Principal
 from .snapshot_gate import ReadLock
@@ -596,10 +596,15 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         self.trace(sql, params)
         return self.con.sql(sql, params=dict(params)).to_arrow_table()
 
-    def _take(self, kind: str, positions: pa.Array, columns: Sequence[str] | None = None) -> pa.Table:
+    def _take(
+        self, kind: str, positions: pa.Array, columns: Sequence[str] | None = None, *, dictionary: bool = False
+    ) -> pa.Table:
         """Rows from the Arrow snapshot: every stored column, or just *columns*.
 
         ``search_text`` (what ranking reads) is computed only when asked for by name.
+        *dictionary*: each distinct row is taken (and its search text built) once, and the
+        string columns come dictionary-encoded (`lake.dictionary_rows`): for positions that
+        repeat, as a replay's do.
         """
         rows = self.lake.all_rows(kind)
         if columns is not None and not columns:  # positions only (recall's visible set): no take at all
@@ -608,10 +613,14 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             wanted = [c for c in columns if c != "search_text"]
             source = list(SPECS[kind].text_columns) if "search_text" in columns else []
             rows = rows.select(list(dict.fromkeys(wanted + source)))
+        index = None
+        if dictionary:
+            positions, index = distinct_positions(positions, rows.num_rows)
         rows = take_rows(rows, positions)
         if columns is not None and "search_text" in columns:
             rows = rows.append_column("search_text", SPECS[kind].search_text(rows))
-        return rows if columns is None else rows.select(list(columns))
+        rows = rows if columns is None else rows.select(list(columns))
+        return rows if index is None else dictionary_rows(rows, index)
 
     # ---------------------------------------------------------------- the query
 
@@ -1074,6 +1083,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         include_proposals: bool = False,
         heads_only: bool = True,
         columns: Sequence[str] | None = None,
+        dictionary: bool = False,
     ) -> pa.Table:
         """The visibility query for many bases at once (one row per read or replayed decision).
 
@@ -1081,7 +1091,9 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         actor, subject_key`` (see `bases_table`). The result holds the visible rows with
         the ``decision_id`` each is visible to and its ``scope_depth``.
         A single read is a one-row *bases*. *columns* narrows what is taken from the
-        snapshot (recall needs only ids to build its filter mask).
+        snapshot (recall needs only ids to build its filter mask). *dictionary*: string
+        columns dictionary-encoded, ``decision_id`` too (`_take`): a replay's rows repeat
+        once per decision that sees them. Such a result is not remembered for later reads.
         """
         if kind not in SPECS:
             raise ValidationError(f"unknown kind {kind!r}", field="kind")
@@ -1089,7 +1101,11 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             self.lake.refresh(tables_for([kind]))
             refreshed = self._refreshed(kind)
             # a sighting moves a row's expiry: an instant the result cache does not track
-            key = None if refreshed else self._cache_key(kind, bases, filters, include_proposals, heads_only, columns)
+            key = (
+                None
+                if refreshed or dictionary
+                else self._cache_key(kind, bases, filters, include_proposals, heads_only, columns)
+            )
             cached = self._cached(kind, key, bases) if key is not None else None
             if cached is not None:  # before the mirror takes in new rows: they are another org's
                 return cached
@@ -1134,12 +1150,15 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             else:  # an empty table shows nothing: no need to pay DuckDB's milliseconds (recall reads every kind)
                 hits = _NO_HITS
             wanted = None if columns is None else [c for c in columns if c != "_row"]
-            rows = self._take(kind, hits.column("_row"), wanted)
+            rows = self._take(kind, hits.column("_row"), wanted, dictionary=dictionary)
             if columns is not None and "_row" in columns:  # positions in the snapshot, for a later take
                 rows = rows.append_column("_row", hits.column("_row"))
             if key is not None:
                 self._remember(kind, key, bases, rows)
-            rows = rows.append_column("decision_id", hits.column("decision_id"))
+            decision_ids = hits.column("decision_id")
+            rows = rows.append_column(
+                "decision_id", decision_ids.combine_chunks().dictionary_encode() if dictionary else decision_ids
+            )
             return rows.append_column("scope_depth", hits.column("scope_depth"))
 
     def versions(

@@ -325,14 +325,6 @@ class KindSpec:
     def table(self) -> str:
         return self.kind
 
-    @property
-    def text_sql(self) -> str:
-        """The search text as a DuckDB expression (for queries that need it in SQL)."""
-        names = set(self.schema.names)
-        return " || ".join(
-            f"coalesce({p}, '')" if p in names else "'" + p.replace("'", "''") + "'" for p in self.text_parts
-        )
-
     def search_text(self, rows: pa.Table) -> pa.Array:
         """The search text of each row: what lexical ranking and embeddings read."""
         import pyarrow.compute as pc

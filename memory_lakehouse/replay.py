@@ -7,6 +7,11 @@ the decision) or not yet valid — which is zero by construction here and is mea
 not assumed; ``naive=True`` runs the query most memory stores run (everything about
 the subject, now) for comparison. Freshness lag is ``known_since - valid_from``: how
 long the store took to learn what happened.
+
+The result names a row once per decision that saw it, so its string columns are
+dictionary-encoded (Arrow's ``dictionary<values=string>``; polars reads them as
+categoricals): each distinct text is stored once. Values, comparisons and
+``to_pylist()`` are those of plain strings.
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import ValidationError
 from .query import SUBJECT_SLOTS, Visibility, bases_table, forgotten_sql
-from .records import MEMORY_KINDS, SPECS, subject_key
+from .records import MEMORY_KINDS, subject_key
 from .scope import Principal
 from .time import Basis, require_aware
 
@@ -39,6 +45,9 @@ VISIBLE_COLUMNS = [
     "authority",
     "decided_at",
 ]
+
+#: What a result row takes from the visible row itself (the rest names its decision).
+ROW_COLUMNS = [c for c in VISIBLE_COLUMNS if c not in ("decision_id", "kind", "decided_at")]
 
 
 @dataclass(frozen=True)
@@ -183,7 +192,8 @@ def replay(
     for kind in kinds:
         for run in [decisions] if naive else _chunks(vis, kind, decisions):
             rows = _naive(vis, kind, run) if naive else _visible(vis, kind, run)
-            rows = rows.append_column("kind", pa.array([kind] * rows.num_rows, pa.string()))
+            kinds_ = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows.num_rows, np.int32)), pa.array([kind]))
+            rows = rows.append_column("kind", kinds_)
             # each row's decided_at taken by its decision's position: a join copied every column
             # (154k rows with their search text at 100k, 200 decisions) and built a hash table beside them
             at = pc.index_in(rows.column("decision_id"), value_set=decided.column("decision_id"))
@@ -196,12 +206,7 @@ def replay(
 def _visible(vis: Visibility, kind: str, decisions: Sequence[Decision]) -> pa.Table:
     """What each of *decisions* could see of *kind*: one visibility query over all of them."""
     bases = bases_table([(d.decision_id, d.principal, Basis(d.decided_at, d.decided_at), d.subject) for d in decisions])
-    rows = vis.visible(
-        kind, bases, columns=[c for c in VISIBLE_COLUMNS if c not in ("decision_id", "kind", "decided_at")]
-    )
-    if "decision_id" not in rows.column_names:  # one decision, answered from the remembered read
-        rows = rows.append_column("decision_id", pa.array([decisions[0].decision_id] * rows.num_rows, pa.string()))
-    return rows
+    return vis.visible(kind, bases, columns=ROW_COLUMNS, dictionary=True)
 
 
 #: How many (decision, row) pairs one visibility query over many decisions may weigh
@@ -263,11 +268,13 @@ def _naive(vis: Visibility, kind: str, decisions: Sequence[Decision]) -> pa.Tabl
                 }
             ),
         )
-        return vis.execute(
+        hits = vis.execute(
             f"""
-SELECT r.*, b.decision_id, {SPECS[kind].text_sql} AS search_text FROM {table} r JOIN naive_decisions b
+SELECT r._row, b.decision_id FROM {table} r JOIN naive_decisions b
   ON r.org = b.org AND (b.subject_key IS NULL OR r.subject_key = b.subject_key)
 WHERE {forgotten_sql("r")}
 """,
             {},
         )
+        rows = vis._take(kind, hits.column("_row"), ROW_COLUMNS, dictionary=True)
+        return rows.append_column("decision_id", hits.column("decision_id").combine_chunks().dictionary_encode())

@@ -9,7 +9,7 @@ import memory_lakehouse as ml
 
 
 def test_replaying_one_decision_again_sees_the_same_rows(tmp_path, clock):
-    """A single decision is one remembered read: the second replay is answered from it."""
+    """A lone decision replayed twice, and under another id, sees the same rows."""
     store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder())
     written = store.write(fact("customer:2", "plan", "Pro", day(0)), by=CURATOR)
     clock.advance(days=1)
@@ -106,3 +106,45 @@ def test_a_replay_in_runs_of_decisions_sees_what_one_query_over_all_of_them_sees
         assert sum("WITH candidates" in q for q in queries) == len(runs["fact"]) + len(runs["episode"])
         assert parts.visible.to_pylist() == whole.visible.to_pylist()
         assert parts.per_decision().to_pylist() == whole.per_decision().to_pylist()
+
+
+def test_a_row_many_decisions_see_is_stored_once_in_the_result(tmp_path, clock):
+    """The result names a row once per decision that sees it; its strings are dictionary-encoded
+    over the distinct rows, and read back as the plain take of every (decision, row) pair
+    does, in the naive replay too."""
+    import pyarrow as pa
+
+    from memory_lakehouse import replay as replay_mod
+    from memory_lakehouse.query import bases_table
+    from memory_lakehouse.time import Basis
+
+    store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder())
+    for i in range(4):
+        store.write(fact(f"customer:{i}", "plan", f"Pro {i}", day(0, i), evidence=f"ticket {i}"), by=CURATOR)
+    clock.advance(days=1)
+    decisions = replay_mod.as_decisions([(f"d-{n}", MEMBER, "which plan", None, day(1, n)) for n in range(5)])
+    result = store.replay(decisions, kinds=["fact"])
+    visible = result.visible
+    assert visible.num_rows == 20
+    strings = [f.name for f in visible.schema if pa.types.is_dictionary(f.type)]
+    assert set(strings) == {"decision_id", "record_id", "lineage_id", "kind", "subject", "search_text"} | {
+        "source",
+        "authority",
+    }
+    for name in ("record_id", "search_text"):
+        assert sum(len(chunk.dictionary) for chunk in visible.column(name).chunks) == 4
+    assert sum(len(chunk.dictionary) for chunk in visible.column("authority").chunks) == 1
+    bases = bases_table([(d.decision_id, d.principal, Basis(d.decided_at, d.decided_at), None) for d in decisions])
+    plain = store.vis.visible("fact", bases, columns=replay_mod.ROW_COLUMNS)  # the same query, each pair taken
+    assert not any(pa.types.is_dictionary(f.type) for f in plain.schema)
+    assert (
+        visible.select([*replay_mod.ROW_COLUMNS, "decision_id"]).to_pylist()
+        == plain.select([*replay_mod.ROW_COLUMNS, "decision_id"]).to_pylist()
+    )
+    naive = store.replay(decisions, kinds=["fact"], naive=True).visible
+    assert naive.schema == visible.schema
+    assert sorted(naive.select(["decision_id", "record_id", "search_text"]).to_pylist(), key=str) == sorted(
+        visible.select(["decision_id", "record_id", "search_text"]).to_pylist(), key=str
+    )
+    assert result.to_polars().height == 20
+    assert result.per_decision().column("visible_rows").to_pylist() == [4] * 5
