@@ -679,11 +679,13 @@ def test_only_the_org_read_last_keeps_its_float32_pages_in_rss(tmp_path, monkeyp
         monkeypatch.setattr(index_mod, "CODES_FROM", codes_from)
         reopened = PartitionedIndex(tmp_path, MODEL, 384)
         acme, globex = present(reopened.partition("acme")), present(reopened.partition("globex"))
-        acme.search(q, 8, allowed=set(rids["acme"][:3000]), plan="exact")
+        first = acme.search(q, 8, allowed=set(rids["acme"][:3000]), plan="exact")
         assert resident_kb(acme._vectors.data) > 0
         assert (resident_kb(acme._codes.data) > 0) is by_codes
         globex.search(q, 8, allowed=set(rids["globex"][:3000]), plan="exact")
         assert resident_kb(acme._vectors.data) < 64 and resident_kb(globex._vectors.data) > 0
+        assert acme.search(q, 8, allowed=set(rids["acme"][:3000]), plan="exact") == first  # let go of, not lost
+        globex.search(q, 8, allowed=set(rids["globex"][:3000]), plan="exact")
         globex.search(q, 8, allowed=set(rids["globex"][:2000]), plan="exact")
         kept = resident_kb(globex._vectors.data)
         assert kept > 0
