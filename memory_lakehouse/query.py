@@ -691,6 +691,22 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         rows = self.rows(kind, principal, basis, subject=subject, filters=filters, columns=["_row"], ordered=False)
         return np.sort(np.asarray(rows.column("_row").to_numpy(), dtype=np.int64))  # the query's order is its own
 
+    def head_positions(
+        self, kind: str, principal: Principal, basis: Basis, *, subject: str | None = None
+    ) -> np.ndarray | None:
+        """Snapshot positions of the rows of active memory of *kind* the principal may be served
+        at *basis*, in `rows`' order, picked from the org's slot heads as a single read is;
+        None when the heads cannot serve the read (then only the query can: `visible`).
+
+        For many reads at bases of their own (`replay`): each costs a mask over the org's
+        heads, where the query over all of them at once holds every (read, row) pair that
+        passes the scope and time rules until it has picked heads.
+        """
+        if not self.use_heads:
+            return None
+        fast = self._head_positions(kind, principal, basis, subject, None, ordered=True)
+        return None if fast is None else fast[0]
+
     def _head_positions(
         self,
         kind: str,

@@ -89,6 +89,7 @@ def test_a_replay_in_runs_of_decisions_sees_what_one_query_over_all_of_them_sees
             for at in (day(1), day(4))
         )
     ][::-1]  # not in id order
+    store.vis.use_heads = False  # every decision by the query (the slot heads serve most: the next test)
     monkeypatch.setattr(replay_mod, "REPLAY_PAIRS", 10**9)
     whole = store.replay(decisions, kinds=["fact", "episode"])
     assert whole.visible.num_rows > 0
@@ -106,6 +107,82 @@ def test_a_replay_in_runs_of_decisions_sees_what_one_query_over_all_of_them_sees
         assert sum("WITH candidates" in q for q in queries) == len(runs["fact"]) + len(runs["episode"])
         assert parts.visible.to_pylist() == whole.visible.to_pylist()
         assert parts.per_decision().to_pylist() == whole.per_decision().to_pylist()
+
+
+def test_a_replay_served_from_the_slot_heads_sees_what_the_query_sees(tmp_path, clock):
+    """Decisions without a subject are served from the org's slot heads (no visibility
+    query); those about a subject by the query, which reads only that subject's rows: the
+    same rows, in order of decision id, as the query gives every decision. Readers at three
+    depths of two orgs, before and after a supersession at a narrower scope, a retraction and
+    a forget, for a kind whose slots hold the subject (facts) and one whose do not (episodes)."""
+    from datetime import timedelta
+
+    from memory_lakehouse.heads import SUBJECT_IN_SLOT
+
+    assert "fact" in SUBJECT_IN_SLOT and "episode" not in SUBJECT_IN_SLOT
+    store = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder())
+    readers = []
+    for org in ("acme", "globex"):
+        lead = ml.Principal(f"lead-{org}", ml.Scope(org), role="curator")
+        team = ml.Scope(org, "support", "tier1")
+        readers += [
+            ml.Principal(f"all-{org}", ml.Scope(org), role="member"),
+            ml.Principal(f"tier1-{org}", team, role="member"),
+            ml.Principal(f"r-{org}", ml.Scope(org, "support", "tier1", "r"), role="member"),
+        ]
+        for i in range(5):
+            store.write(fact(f"customer:{i}", "plan", f"Pro {i}", day(0, i), scope=ml.Scope(org)), by=lead)
+            ep = episode("api", f"timeouts {i}", "fixed", day(0, i), scope=ml.Scope(org), subject=f"customer:{i % 2}")
+            store.write(ep, by=lead)
+        clock.advance(days=2)
+        store.write(fact("customer:1", "plan", "Team", day(2), scope=team), by=lead)  # narrower: only tier1
+        store.write(fact("customer:2", "plan", "Free", day(2), scope=ml.Scope(org)), by=lead)
+        doomed = store.write(fact("customer:3", "seats", "9", day(2), scope=ml.Scope(org)), by=lead)
+        clock.advance(days=1)
+        store.retract(doomed.record_id, by=lead, reason="typo")
+        store.forget("customer:4", by=ml.Principal(f"dpo-{org}", ml.Scope(org), role="steward"), reason="erasure")
+    clock.advance(days=1)
+    times = (day(1), day(2, 12), day(3, 12), clock.now + timedelta(hours=1))
+    decisions = [
+        (f"d-{n:03d}", reader, "which plan", subject, at)
+        for n, (reader, subject, at) in enumerate(
+            (reader, subject, at) for reader in readers for subject in (None, "customer:1") for at in times
+        )
+    ][::-1]  # not in id order
+    kinds = ["fact", "episode"]
+    queries: list[str] = []
+    with store.tracer(queries.append):
+        served = store.replay(decisions, kinds=kinds).visible
+    asked = sum("WITH candidates" in q for q in queries)
+    assert asked == 2  # the decisions about a subject, one run a kind; every other from the heads
+    store.vis.use_heads = False
+    queried = store.replay(decisions, kinds=kinds).visible
+    assert served.num_rows == queried.num_rows > 0
+
+    def ids_of(table, kind):
+        return [
+            d for d, k in zip(table["decision_id"].to_pylist(), table["kind"].to_pylist(), strict=True) if k == kind
+        ]
+
+    for kind in kinds:  # in order of decision id within a kind, as the query orders them
+        assert ids_of(served, kind) == sorted(ids_of(served, kind)) == ids_of(queried, kind)
+    assert sorted(served.to_pylist(), key=str) == sorted(queried.to_pylist(), key=str)
+    # the story shows: the narrower supersession only to tier1, the retraction and forget after them
+    by_decision: dict[tuple[str, str], list[str]] = {}
+    for d, kind, text in zip(*(served[c].to_pylist() for c in ("decision_id", "kind", "search_text")), strict=True):
+        by_decision.setdefault((d, kind), []).append(text)
+    number = {(reader.id, subject, at): d for d, reader, _, subject, at in decisions}
+    assert not by_decision.get((number[("all-globex", None, day(1))], "fact"))  # globex wrote after day 1
+    assert len(by_decision[(number[("r-acme", "customer:1", day(3, 12))], "episode")]) == 2  # queried
+    plan = lambda who, at: by_decision[(number[(who, "customer:1", at)], "fact")]  # noqa: E731
+    assert any("Team" in t for t in plan("r-acme", day(3, 12))) and not any(
+        "Team" in t for t in plan("all-acme", day(3, 12))
+    )
+    assert any("Pro 1" in t for t in plan("r-acme", day(1)))
+    facts = lambda who, at: " ".join(by_decision.get((number[(who, None, at)], "fact"), []))  # noqa: E731
+    assert "customer:0" in facts("all-acme", day(1)) and "customer:0" in facts("all-globex", day(3, 12))
+    assert not any("customer:4" in t for texts in by_decision.values() for t in texts)  # forgotten: at any basis
+    assert "9" in facts("tier1-acme", day(2, 12)) and "seats" not in facts("tier1-acme", day(3, 12))
 
 
 def test_a_row_many_decisions_see_is_stored_once_in_the_result(tmp_path, clock):
