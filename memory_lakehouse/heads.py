@@ -24,7 +24,7 @@ tests/test_heads.py checks both against the per-reader query on randomised store
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -313,7 +313,7 @@ class OrgHeads:
             )
             scopes = [[new_levels[level][j] for level in SCOPE_LEVELS] for j in fresh]
             depth = np.concatenate(
-                [depth, np.fromiter((1 + sum(v is not None for v in s) for s in scopes), np.int8, len(fresh))]
+                [depth, _scope_depths({level: [s[i] for s in scopes] for i, level in enumerate(SCOPE_LEVELS)})]
             )
             for i, level in enumerate(SCOPE_LEVELS):
                 levels[level] = _extended_codes(*self.levels[level], [s[i] for s in scopes])
@@ -552,20 +552,11 @@ class OrgHistory:
             lineage_codes = lineage_codes.with_added(unknown)
             known = lineage_codes.get_many(lineage_ids)
         values = {level: new.column(level).to_pylist() for level in SCOPE_LEVELS}
-        depth = np.where(
-            new.column("actor").is_valid().to_numpy(zero_copy_only=False),
-            4,
-            np.where(
-                new.column("team").is_valid().to_numpy(zero_copy_only=False),
-                3,
-                np.where(new.column("division").is_valid().to_numpy(zero_copy_only=False), 2, 1),
-            ),
-        )  # `query.scope_depth_sql`
         return OrgHistory._sorted(
             rows=np.concatenate([self.rows, new.column("_row").to_numpy().astype(np.int64)]),
             lineage=np.concatenate([self.lineage, np.fromiter((known[lid] for lid in lineage_ids), np.int32)]),
             lineage_codes=lineage_codes,
-            depth=np.concatenate([self.depth, depth.astype(np.int8)]),
+            depth=np.concatenate([self.depth, _scope_depths(values)]),
             key=np.concatenate([self.key, _key(new)]),
             retracted=np.concatenate([self.retracted, np.full(new.num_rows, NEVER, dtype=np.int64)]),
             ends=np.concatenate([self.ends, _instants_or_never(new.column("valid_to"))]),
@@ -654,6 +645,19 @@ class OrgHistory:
             levels={level: (codes[idx], lookup) for level, (codes, lookup) in self.levels.items()},
             slot_values={c: values.take(take) for c, values in self.slot_values.items()},
         )
+
+
+def _scope_depths(levels: Mapping[str, Sequence[str | None]]) -> np.ndarray:
+    """Each row's scope depth from its scope levels below the org (`SCOPE_LEVELS`, null =
+    None), as `query.scope_depth_sql` computes it: 4 with an actor, 3 with a team, 2 with a
+    division, 1 at the org's scope."""
+    return np.fromiter(
+        (
+            4 if actor is not None else 3 if team is not None else 2 if division is not None else 1
+            for division, team, actor in zip(levels["division"], levels["team"], levels["actor"], strict=True)
+        ),
+        np.int8,
+    )
 
 
 def _extended_codes(
