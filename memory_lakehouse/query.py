@@ -1041,17 +1041,23 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         them (it changes an older row's ``retracted_since``), or more than `ADVANCE_ROWS`."""
         ledger = self._forgotten
         names = _advance_columns(kind, ledger=not ledger.empty)
-        parts = []
         named = self._boundaries(kind).chunks[org][since:]
         chunks = self.lake.appended(kind)[1]  # read after the boundaries: it holds every chunk they name
-        for index, first in named:
-            chunk = chunks[index]
-            positions = pa.array(np.arange(first, first + chunk.num_rows, dtype=np.int64))
-            # only the columns the advance reads: a filter or take costs ~15 µs a column
-            part = chunk.select(names).append_column("_row", positions)
-            ours = pc.equal(chunk.column("org"), org)
-            parts.append(part if pc.all(ours).as_py() else part.filter(ours))
-        appended = pa.concat_tables(parts)
+        # only the columns the advance reads (a filter or take costs ~15 µs a column), the chunks
+        # together and filtered once: one by one, 25 one-row chunks cost ~2.3 ms
+        picked = [chunks[index] for index, _ in named]
+        appended = pa.concat_tables([c.select(names) for c in picked]).append_column(
+            "_row",
+            pa.array(
+                np.concatenate(
+                    [np.arange(first, first + c.num_rows) for (_, first), c in zip(named, picked, strict=True)]
+                ),
+                pa.int64(),
+            ),
+        )
+        ours = pc.equal(pa.concat_tables([c.select(["org"]) for c in picked]).column("org"), org)
+        if not pc.all(ours).as_py():
+            appended = appended.filter(ours)
         if appended.num_rows > ADVANCE_ROWS or pc.any(pc.equal(appended.column("status"), "retracted")).as_py():
             return None
         # the mirror's verdict only when the ledger could hide one of these rows: bringing the
@@ -1363,8 +1369,8 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         bounds = self._bounds.get(kind)
         if bounds is None or bounds.epoch != epoch:
             bounds = self._bounds[kind] = _Boundaries(epoch)
-        for chunk in chunks[bounds.applied :]:
-            bounds.add(chunk)
+        if len(chunks) > bounds.applied:
+            bounds.add(chunks[bounds.applied :])
         return bounds
 
     def cache_stats(self) -> ReadCacheStats:
@@ -1732,18 +1738,36 @@ class _Boundaries:
         self.known: dict[str, np.ndarray] = {}
         self.valid: dict[str, np.ndarray] = {}
 
-    def add(self, chunk: pa.Table) -> None:
-        orgs = pc.unique(chunk.column("org")).to_pylist()
-        for org in orgs:
-            rows = chunk if len(orgs) == 1 else chunk.filter(pc.equal(chunk.column("org"), org))
-            self.appends[org] = self.appends.get(org, 0) + 1
-            self.chunks.setdefault(org, []).append((self.applied, self.rows))
-            self.known[org] = _merged(self.known.get(org, _NONE), _instants(rows, ("known_since",)))
-            self.valid[org] = _merged(
-                self.valid.get(org, _NONE), _instants(rows, ("valid_from", "valid_to", "expires_at"))
+    def add(self, chunks: Sequence[pa.Table]) -> None:
+        """Take in the snapshot's next *chunks* (appends), in order.
+
+        All at once, per org rather than per chunk: a read after hundreds of one-row writes
+        (a replay after the tenants bench's writer threads: 500 chunks) spent ~0.11 ms a
+        chunk here, ~57 ms in all. tests/test_heads.py checks chunks taken in together and
+        one by one give the same boundaries."""
+        if not chunks:
+            return
+        sizes = np.array([c.num_rows for c in chunks], dtype=np.int64)
+        firsts = self.rows + np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        rows = pa.concat_tables([c.select(_BOUNDARY_COLUMNS) for c in chunks])
+        which = np.repeat(np.arange(len(chunks), dtype=np.int64), sizes)  # each row's chunk
+        orgs = rows.column("org")
+        encoded = pc.dictionary_encode(orgs).combine_chunks()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        for code, org in enumerate(encoded.dictionary.to_pylist()):
+            mine = codes == code
+            ours = rows if mine.all() else rows.filter(pa.array(mine))
+            its = np.unique(which[mine])  # the chunks that brought it rows, in order
+            self.appends[org] = self.appends.get(org, 0) + len(its)
+            self.chunks.setdefault(org, []).extend(
+                zip((self.applied + its).tolist(), firsts[its].tolist(), strict=True)
             )
-        self.applied += 1
-        self.rows += chunk.num_rows
+            self.known[org] = _merged(self.known.get(org, _NONE), _instants(ours, ("known_since",)))
+            self.valid[org] = _merged(
+                self.valid.get(org, _NONE), _instants(ours, ("valid_from", "valid_to", "expires_at"))
+            )
+        self.applied += len(chunks)
+        self.rows += int(sizes.sum())
 
     def crosses(self, org: str, known: tuple[int, int], valid: tuple[int, int]) -> bool:
         """Whether an instant of *org* lies between two readings of either clock."""
@@ -1751,6 +1775,8 @@ class _Boundaries:
 
 
 _NONE = np.empty(0, dtype=np.int64)
+#: What `_Boundaries.add` reads of an appended chunk.
+_BOUNDARY_COLUMNS = ["org", "known_since", "valid_from", "valid_to", "expires_at"]
 
 
 def _merged(instants: np.ndarray, more: np.ndarray) -> np.ndarray:

@@ -463,6 +463,66 @@ def test_two_versions_of_a_new_slot_written_between_reads_advance_to_the_later_o
     assert fast == _slow(store, "fact", reader, basis, subject="acct:2") == [later.record_id]
 
 
+_instant = st.one_of(st.none(), st.integers(0, 40).map(lambda d: T0 + timedelta(days=d)))
+
+
+@given(
+    chunks=st.lists(
+        st.lists(
+            st.tuples(st.sampled_from(["acme", "globex", "initech"]), _instant, _instant, _instant, _instant),
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    cuts=st.lists(st.integers(1, 12), max_size=4),
+)
+@settings(max_examples=200, deadline=None)
+def test_chunks_taken_in_together_give_the_boundaries_they_give_one_by_one(chunks, cuts):
+    """`query._Boundaries`: per org, the appends that brought it rows, which chunks they are
+    (and where each begins), and the sorted instants of each clock, whatever the batches the
+    chunks are taken in."""
+    ts = pa.timestamp("us", tz="UTC")
+    tables = [
+        pa.table(
+            {
+                name: pa.array([row[i] for row in rows], pa.string() if i == 0 else ts)
+                for i, name in enumerate(query._BOUNDARY_COLUMNS)
+            }
+        )
+        for rows in chunks
+    ]
+    one_by_one = query._Boundaries(0)
+    for table in tables:
+        one_by_one.add([table])
+    together = query._Boundaries(0)
+    at = 0
+    for cut in [*sorted(set(cuts)), len(tables)]:
+        if at < cut <= len(tables):
+            together.add(tables[at:cut])
+            at = cut
+    assert (together.applied, together.rows) == (len(tables), sum(len(rows) for rows in chunks))
+    assert together.appends == one_by_one.appends and together.chunks == one_by_one.chunks
+    for org in one_by_one.appends:
+        assert together.known[org].tolist() == one_by_one.known[org].tolist()
+        assert together.valid[org].tolist() == one_by_one.valid[org].tolist()
+    for org in {row[0] for rows in chunks for row in rows}:  # against the definition, written out
+        mine = [i for i, rows in enumerate(chunks) if any(row[0] == org for row in rows)]
+        assert one_by_one.appends[org] == len(mine)
+        assert [c for c, _ in one_by_one.chunks[org]] == mine
+        assert [f for _, f in one_by_one.chunks[org]] == [sum(len(r) for r in chunks[:i]) for i in mine]
+        instants = [
+            (c, query._micros(row[c]))
+            for rows in chunks
+            for row in rows
+            if row[0] == org
+            for c in (1, 2, 3, 4)
+            if row[c] is not None
+        ]
+        known, valid = sorted({m for c, m in instants if c == 1}), sorted({m for c, m in instants if c > 1})
+        assert one_by_one.known[org].tolist() == known and one_by_one.valid[org].tolist() == valid
+
+
 @given(
     held=st.lists(st.text(max_size=12), unique=True, max_size=40),
     batches=st.lists(st.lists(st.text(max_size=40), unique=True, max_size=20), max_size=8),
