@@ -155,6 +155,8 @@ def test_a_replay_served_from_the_slot_heads_sees_what_the_query_sees(tmp_path, 
         served = store.replay(decisions, kinds=kinds).visible
     asked = sum("WITH candidates" in q for q in queries)
     assert asked == 2  # the decisions about a subject, one run a kind; every other from the heads
+    without_subject = sum(d[3] is None for d in decisions)
+    assert sum("picked from the org's slot heads" in q for q in queries) == without_subject * len(kinds)
     store.vis.use_heads = False
     queried = store.replay(decisions, kinds=kinds).visible
     assert served.num_rows == queried.num_rows > 0
