@@ -316,14 +316,7 @@ class OrgHeads:
                 [depth, np.fromiter((1 + sum(v is not None for v in s) for s in scopes), np.int8, len(fresh))]
             )
             for i, level in enumerate(SCOPE_LEVELS):
-                codes, lookup = self.levels[level]
-                values = [s[i] for s in scopes]
-                missing = [v for v in dict.fromkeys(values) if v is not None and v not in lookup]
-                if missing:
-                    lookup = dict(lookup)
-                    lookup.update((v, len(lookup) + m) for m, v in enumerate(missing))
-                more = np.fromiter((-1 if v is None else lookup[v] for v in values), np.int32, len(values))
-                levels[level] = (np.concatenate([codes, more]), lookup)
+                levels[level] = _extended_codes(*self.levels[level], [s[i] for s in scopes])
             source = np.concatenate([source, n + added])
             origin = np.concatenate([origin, np.full(len(fresh), -1, dtype=np.int64)])
             # keep (slot, depth) order: each slot's heads in one run, deepest last
@@ -591,6 +584,25 @@ class OrgHistory:
             levels={level: (codes[idx], lookup) for level, (codes, lookup) in self.levels.items()},
             slot_values={c: values.take(take) for c, values in self.slot_values.items()},
         )
+
+
+def _extended_codes(
+    codes: np.ndarray, lookup: dict[str, int], values: list[str | None]
+) -> tuple[np.ndarray, dict[str, int]]:
+    """A scope level's *codes* with those of *values* appended (null = -1), and its value ->
+    code map with the values it did not hold added as ``len(lookup)``, ``len(lookup) + 1``, ...
+    (a copy: the older cell keeps its own).
+
+    The codes are numbered from the map's size before any is added. Numbered while the map
+    grew, two new values took n and n + 2, and the next new value n + 2 again: two scopes
+    with one code, so a reader of one saw the other's rows.
+    """
+    missing = [v for v in dict.fromkeys(values) if v is not None and v not in lookup]
+    if missing:
+        start = len(lookup)
+        lookup = {**lookup, **{v: start + m for m, v in enumerate(missing)}}
+    more = np.fromiter((-1 if v is None else lookup[v] for v in values), np.int32, len(values))
+    return np.concatenate([codes, more]), lookup
 
 
 def _instants_or_never(column: pa.ChunkedArray) -> np.ndarray:
