@@ -302,14 +302,18 @@ class StoreFactory:
     """Hands out isolated namespaces of a shared store, so examples do not pay a store's
     warm-up (tables, DuckDB, index partition) each time.
 
-    Each lease is its own division of org ``acme`` (no example writes at org level, so
-    no example sees another's rows), on the shared simulated clock, starting a day after
-    the previous lease. Tombstones cover the division only; generations are compared
+    Each lease is its own division of an org (no example writes at org level, so no
+    example sees another's rows), on the shared simulated clock, starting a day after the
+    previous lease. Every `ORG_EVERY` leases the org is new: its caches then meet every
+    team and actor for the first time, as an agent meets new tenants and users (codes of
+    scope values given out as they arrive broke that way once); in between, an org holds
+    other examples' divisions, which a reader must never see. Tombstones cover the division only; generations are compared
     only inside a division, so they need no reset. A new store every `LEASES` leases
     keeps the store (and purge's byte scan) small.
     """
 
     LEASES = 25
+    ORG_EVERY = 5
 
     def __init__(self, **open_options: Any) -> None:
         self.open_options = open_options  # more of ml.open's options (a maintenance policy)
@@ -321,7 +325,7 @@ class StoreFactory:
     def clock(self) -> datetime:
         return self.now
 
-    def lease(self) -> tuple[ml.MemoryStore, str, datetime]:
+    def lease(self) -> tuple[ml.MemoryStore, str, str, datetime]:
         if self.store is None or self.leases % self.LEASES == 0:
             self.close()
             self.root = tempfile.mkdtemp(prefix="memlake-model-")
@@ -333,7 +337,7 @@ class StoreFactory:
             )
         self.leases += 1
         self.now = (self.now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-        return self.store, f"d{self.leases}", self.now
+        return self.store, f"acme{self.leases // self.ORG_EVERY}", f"d{self.leases}", self.now
 
     def fresh_handle(self) -> ml.MemoryStore:
         """Another handle on the current store: nothing remembered from earlier reads."""
@@ -377,16 +381,16 @@ class MemoryMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.store, division, self.t0 = self.factory.lease()
-        d = division
+        self.store, org, d, self.t0 = self.factory.lease()
         self.scopes: dict[str, ScopeT] = {
-            "root": ("acme", d, None, None),
-            "tier2": ("acme", d, "tier2", None),
-            "tier1": ("acme", d, "tier1", None),
-            "alice": ("acme", d, "tier2", "alice"),
-            "bob": ("acme", d, "tier1", "bob"),
-            "bot": ("acme", d, "tier2", "bot"),
-            "carol": ("acme", d, "sales", "carol"),
+            "root": (org, d, None, None),
+            "tier2": (org, d, "tier2", None),
+            "tier1": (org, d, "tier1", None),
+            "alice": (org, d, "tier2", "alice"),
+            "bob": (org, d, "tier1", "bob"),
+            "dave": (org, d, "tier1", "dave"),  # bob's teammate: two actors of one team, one may arrive later
+            "bot": (org, d, "tier2", "bot"),
+            "carol": (org, d, "sales", "carol"),
             "other-org": ("globex", d, None, None),
         }
         s = self.scopes
@@ -395,6 +399,7 @@ class MemoryMachine(RuleBasedStateMachine):
             "lead": ml.Principal("lead", _scope(s["tier2"]), role="curator"),
             "alice": ml.Principal("alice", _scope(s["alice"]), role="member"),
             "bob": ml.Principal("bob", _scope(s["bob"]), role="member"),
+            "dave": ml.Principal("dave", _scope(s["dave"]), role="member"),
             "bot": ml.Principal("triage-bot", _scope(s["bot"]), role="agent"),
             "carol": ml.Principal("carol", _scope(s["carol"]), role="member"),
             "dpo": ml.Principal("dpo", _scope(s["root"]), role="steward"),
@@ -403,10 +408,11 @@ class MemoryMachine(RuleBasedStateMachine):
         }
         # who writes where (always allowed), who proposes where
         self.writes = {
-            "root-lead": ("root", "tier2", "tier1", "alice", "bob"),
+            "root-lead": ("root", "tier2", "tier1", "alice", "bob", "dave"),
             "lead": ("tier2", "alice", "bot"),
             "alice": ("alice",),
             "bob": ("bob",),
+            "dave": ("dave",),
         }
         self.proposes = {"bot": ("bot", "tier2", "root"), "lead": ("tier2",)}
         self.model = Model()
@@ -524,7 +530,7 @@ class MemoryMachine(RuleBasedStateMachine):
 
     # --- writes
 
-    @rule(data=st.data(), writer=st.sampled_from(("root-lead", "lead", "alice", "bob")))
+    @rule(data=st.data(), writer=st.sampled_from(("root-lead", "lead", "alice", "bob", "dave")))
     def write(self, data: st.DataObject, writer: str) -> None:
         rec = self._repeat_or_new(data, data.draw(st.sampled_from(self.writes[writer])))
         planned = self.model.plan([rec], "active")
@@ -716,7 +722,8 @@ class MemoryMachine(RuleBasedStateMachine):
         return {"record_id": data.draw(st.sampled_from(self.ids))}
 
     @rule(
-        data=st.data(), reader=st.sampled_from(("alice", "bob", "lead", "root-lead", "bot", "carol", "dpo", "outsider"))
+        data=st.data(),
+        reader=st.sampled_from(("alice", "bob", "dave", "lead", "root-lead", "bot", "carol", "dpo", "outsider")),
     )
     def read(self, data: st.DataObject, reader: str) -> None:
         what = data.draw(st.sampled_from(("get_fact", "recall", "recall", "context", "replay")))
@@ -739,8 +746,8 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @rule(
         data=st.data(),
-        writer=st.sampled_from(("root-lead", "lead", "alice", "bob")),
-        reader=st.sampled_from(("alice", "bob", "lead", "carol")),
+        writer=st.sampled_from(("root-lead", "lead", "alice", "bob", "dave")),
+        reader=st.sampled_from(("alice", "bob", "dave", "lead", "carol")),
         what=st.sampled_from(("get_fact", "recall")),
     )
     def write_then_read_now(self, data: st.DataObject, writer: str, reader: str, what: str) -> None:
