@@ -476,6 +476,7 @@ def run_store(
         "orgs_with_histories": stats.history_orgs,
         "history_picks": stats.history_picks,
         "history_queries": stats.history_queries,
+        "history_advances": stats.history_advances,
     }
     out["fact_rows_at_close"] = store.lake.all_rows("fact").num_rows
     out["clock_at_close"] = clock.now.isoformat()

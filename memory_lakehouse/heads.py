@@ -24,7 +24,7 @@ tests/test_heads.py checks both against the per-reader query on randomised store
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -313,7 +313,7 @@ class OrgHeads:
             )
             scopes = [[new_levels[level][j] for level in SCOPE_LEVELS] for j in fresh]
             depth = np.concatenate(
-                [depth, np.fromiter((1 + sum(v is not None for v in s) for s in scopes), np.int8, len(fresh))]
+                [depth, _scope_depths({level: [s[i] for s in scopes] for i, level in enumerate(SCOPE_LEVELS)})]
             )
             for i, level in enumerate(SCOPE_LEVELS):
                 levels[level] = _extended_codes(*self.levels[level], [s[i] for s in scopes])
@@ -516,44 +516,105 @@ class OrgHistory:
 
     @classmethod
     def of(cls, versions: pa.Table, kind: str) -> OrgHistory:
-        """From `query.history_sql`'s result, in any order: sorted here by (slot code, scope,
-        head key, position), so each (slot, scope)'s versions are one run in (slot, depth)
-        order, as `OrgHeads` keeps its heads. DuckDB's ORDER BY of the lineage ids was half of
-        an org's history query at 1M (30 of 60 ms); this sort of the codes costs a few."""
-        raw_lineage, lineage_values = _dictionary(versions.column("lineage_id"))
-        raw_depth = versions.column("scope_depth").to_numpy().astype(np.int8)
-        raw_levels = {level: _codes(versions.column(level)) for level in SCOPE_LEVELS}
-        raw_key = _key(versions)
-        raw_rows = versions.column("_row").to_numpy().astype(np.int64)
+        """From `query.history_sql`'s result, in any order (`_sorted`)."""
+        lineage, lineage_values = _dictionary(versions.column("lineage_id"))
+        return cls._sorted(
+            rows=versions.column("_row").to_numpy().astype(np.int64),
+            lineage=lineage,
+            lineage_codes=SortedCodes.of(lineage_values),
+            depth=versions.column("scope_depth").to_numpy().astype(np.int8),
+            key=_key(versions),
+            retracted=_instants_or_never(versions.column("retracted_since")),
+            ends=_instants_or_never(versions.column("valid_to")),
+            expires=_instants_or_never(versions.column("expires_at")),
+            levels={level: _codes(versions.column(level)) for level in SCOPE_LEVELS},
+            slot_values={c: versions.column(c).combine_chunks() for c in sorted(SLOT_COLUMNS.get(kind, ()))},
+        )
+
+    def advanced(self, new: pa.Table) -> OrgHistory:
+        """This history with the org's versions appended since taken in: *new* holds those that
+        pass the rules every basis shares (`query.history_candidates`), with ``_row``, the
+        scope levels, the head key, ``valid_to``, ``expires_at`` and the slot columns.
+
+        Exact when no appended row is a retraction (it changes an older version's
+        ``retracted_since``: `query.Visibility._history` queries then): the older versions
+        and what they hold are as they were, and a version's place is its (slot, scope,
+        head key, position), so the union sorted is the history of the later state. An
+        org's history read again after each write cost a query (~5 ms at 100k, ~55 at 1M).
+        """
+        if not new.num_rows:
+            return self
+        lineage_ids = new.column("lineage_id").to_pylist()
+        lineage_codes = self.lineage_codes
+        known = lineage_codes.get_many(lineage_ids)
+        unknown = [lid for lid in dict.fromkeys(lineage_ids) if lid not in known]
+        if unknown:
+            lineage_codes = lineage_codes.with_added(unknown)
+            known = lineage_codes.get_many(lineage_ids)
+        values = {level: new.column(level).to_pylist() for level in SCOPE_LEVELS}
+        return OrgHistory._sorted(
+            rows=np.concatenate([self.rows, new.column("_row").to_numpy().astype(np.int64)]),
+            lineage=np.concatenate([self.lineage, np.fromiter((known[lid] for lid in lineage_ids), np.int32)]),
+            lineage_codes=lineage_codes,
+            depth=np.concatenate([self.depth, _scope_depths(values)]),
+            key=np.concatenate([self.key, _key(new)]),
+            retracted=np.concatenate([self.retracted, np.full(new.num_rows, NEVER, dtype=np.int64)]),
+            ends=np.concatenate([self.ends, _instants_or_never(new.column("valid_to"))]),
+            expires=np.concatenate([self.expires, _instants_or_never(new.column("expires_at"))]),
+            levels={level: _extended_codes(*self.levels[level], values[level]) for level in SCOPE_LEVELS},
+            slot_values={
+                c: pa.concat_arrays([held, new.column(c).combine_chunks().cast(held.type)])
+                for c, held in self.slot_values.items()
+            },
+        )
+
+    @classmethod
+    def _sorted(
+        cls,
+        *,
+        rows: np.ndarray,
+        lineage: np.ndarray,
+        lineage_codes: SortedCodes,
+        depth: np.ndarray,
+        key: np.ndarray,
+        retracted: np.ndarray,
+        ends: np.ndarray,
+        expires: np.ndarray,
+        levels: dict[str, tuple[np.ndarray, dict[str, int]]],
+        slot_values: dict[str, pa.Array],
+    ) -> OrgHistory:
+        """The versions (parallel arrays, in any order) sorted by (slot code, scope, head key,
+        position), so each (slot, scope)'s versions are one run in (slot, depth) order, as
+        `OrgHeads` keeps its heads. DuckDB's ORDER BY of the lineage ids was half of an org's
+        history query at 1M (30 of 60 ms); this sort of the codes costs a few."""
         order = np.lexsort(
             (
-                raw_rows,
-                *(raw_key[:, i] for i in reversed(range(raw_key.shape[1]))),
-                *(raw_levels[level][0] for level in reversed(SCOPE_LEVELS)),
-                raw_depth,
-                raw_lineage,
+                rows,
+                *(key[:, i] for i in reversed(range(key.shape[1]))),
+                *(levels[level][0] for level in reversed(SCOPE_LEVELS)),
+                depth,
+                lineage,
             )
         )
-        lineage, depth = raw_lineage[order], raw_depth[order]
-        levels = {level: (codes[order], lookup) for level, (codes, lookup) in raw_levels.items()}
-        lineage_codes = SortedCodes.of(lineage_values)
-        starts = np.zeros(versions.num_rows, dtype=bool)  # where a (slot, scope)'s run begins
+        lineage, depth = lineage[order], depth[order]
+        levels = {level: (codes[order], lookup) for level, (codes, lookup) in levels.items()}
+        starts = np.zeros(len(order), dtype=bool)  # where a (slot, scope)'s run begins
         starts[:1] = True
         for codes in (lineage, depth, *(c for c, _ in levels.values())):
             starts[1:] |= codes[1:] != codes[:-1]
         take = pa.array(order, pa.int64())
         history = cls(
-            rows=raw_rows[order],
+            rows=rows[order],
             group=np.cumsum(starts, dtype=np.int64),
             lineage=lineage,
             lineage_codes=lineage_codes,
             depth=depth,
-            key=raw_key[order],
-            retracted=_instants_or_never(versions.column("retracted_since"))[order],
-            ends=_instants_or_never(versions.column("valid_to"))[order],
-            expires=_instants_or_never(versions.column("expires_at"))[order],
+            key=key[order],
+            retracted=retracted[order],
+            ends=ends[order],
+            expires=expires[order],
             levels=levels,
-            slot_values={c: versions.column(c).combine_chunks().take(take) for c in sorted(SLOT_COLUMNS.get(kind, ()))},
+            slot_values={c: values.take(take) for c, values in slot_values.items()},
         )
         history.nbytes = int(
             sum(a.nbytes for a in (history.rows, history.group, lineage, depth, history.key))
@@ -586,12 +647,25 @@ class OrgHistory:
         )
 
 
+def _scope_depths(levels: Mapping[str, Sequence[str | None]]) -> np.ndarray:
+    """Each row's scope depth from its scope levels below the org (`SCOPE_LEVELS`, null =
+    None), as `query.scope_depth_sql` computes it: 4 with an actor, 3 with a team, 2 with a
+    division, 1 at the org's scope."""
+    return np.fromiter(
+        (
+            4 if actor is not None else 3 if team is not None else 2 if division is not None else 1
+            for division, team, actor in zip(levels["division"], levels["team"], levels["actor"], strict=True)
+        ),
+        np.int8,
+    )
+
+
 def _extended_codes(
     codes: np.ndarray, lookup: dict[str, int], values: list[str | None]
 ) -> tuple[np.ndarray, dict[str, int]]:
     """A scope level's *codes* with those of *values* appended (null = -1), and its value ->
     code map with the values it did not hold added as ``len(lookup)``, ``len(lookup) + 1``, ...
-    (a copy: the older cell keeps its own).
+    (a copy: the older cell or history keeps its own).
 
     The codes are numbered from the map's size before any is added. Numbered while the map
     grew, two new values took n and n + 2, and the next new value n + 2 again: two scopes

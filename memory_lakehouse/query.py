@@ -339,6 +339,19 @@ def appended_candidates(rows: pa.Table, basis: Basis, hidden: Collection[int]) -
     return picked.append_column("live", pc.and_(open_after("valid_to"), open_after("expires_at")))
 
 
+def history_candidates(rows: pa.Table, hidden: Collection[int]) -> pa.Table:
+    """Which of an org's appended *rows* `history_sql` selects, clause by clause:
+    ``r.known_since IS NOT NULL``, `HEAD_RULES` (``NOT r.hidden``: *hidden*, positions the
+    ledger hides; ``r.status = 'active'``). For `heads.OrgHistory.advanced`, which takes no
+    appended retraction; tests/test_heads.py checks histories advanced this way against the
+    per-reader query after every write."""
+    keep = pc.and_(pc.is_valid(rows.column("known_since")), pc.equal(rows.column("status"), "active"))
+    if hidden:
+        keep = pc.and_(keep, pc.invert(pc.is_in(rows.column("_row"), pa.array(sorted(hidden), pa.int64()))))
+    keep = pc.fill_null(keep, _FALSE_SCALAR)
+    return rows if pc.all(keep).as_py() else rows.filter(keep)
+
+
 _FALSE_SCALAR = pa.scalar(False, pa.bool_())
 
 
@@ -468,6 +481,7 @@ class Visibility:
         self._head_reads = _RecentCounts()  # ... and its heads read (`_evict_heads`)
         self._history_queries = 0  # histories read by a query since the store opened (`cache_stats`)
         self._history_picks = 0  # ... and picked from one held or in the window
+        self._history_advances = 0  # ... and advanced by the rows appended since one was read
         # the last history read that did not fit beside the held ones: (kind, org), its state, it
         self._history_window: tuple[tuple[str, str], tuple[Any, ...], OrgHistory] | None = None
         self._empty: dict[tuple[Any, ...], pa.Table] = {}  # (kind, epoch, columns) -> an empty result
@@ -922,9 +936,16 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         if window is not None and window[0] == key and window[1] == state:
             self._history_picks += 1
             return window[2], "picked from the org's history (the last one read)"
-        self._history_queries += 1
-        table = self._register(kind)
-        history = OrgHistory.of(self.execute(history_sql(f"{table} r", kind), {"org": org}), kind)
+        older = held if held is not None else window[1:] if window is not None and window[0] == key else None
+        history = self._history_advanced(kind, org, older, state) if older is not None else None
+        if history is not None:
+            self._history_advances += 1
+            how = "picked from the org's history, advanced by the rows written since"
+        else:
+            self._history_queries += 1
+            table = self._register(kind)
+            history = OrgHistory.of(self.execute(history_sql(f"{table} r", kind), {"org": org}), kind)
+            how = "picked from the org's history, read by one query"
         self._histories.pop(key, None)  # one of an older state
         if self._history_fits(history.nbytes):
             self._keep_history(key, state, history)
@@ -932,7 +953,21 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             if window is not None and window[0] != key and self._admit_history(window[0], window[2].nbytes):
                 self._keep_history(*window)
             self._history_window = (key, state, history)
-        return history, "picked from the org's history, read by one query"
+        return history, how
+
+    def _history_advanced(
+        self, kind: str, org: str, older: tuple[tuple[Any, ...], OrgHistory], state: tuple[Any, ...]
+    ) -> OrgHistory | None:
+        """*older* (a state and the org's history then) advanced by the org's rows appended
+        since, when the state differs by those appends only (same snapshot epoch, same ledger
+        state) and they can advance it (`_appended_to_advance`); otherwise None (the query
+        runs)."""
+        (o_epoch, o_appends, o_ledger), history = older
+        epoch, appends, ledger = state
+        if o_epoch != epoch or o_ledger != ledger or o_appends >= appends:
+            return None
+        appended = self._appended_to_advance(kind, org, o_appends)
+        return None if appended is None else history.advanced(history_candidates(*appended))
 
     def _keep_history(self, key: tuple[str, str], state: tuple[Any, ...], history: OrgHistory) -> None:
         """Hold *history*, pushing out the least recently picked ones past the bytes."""
@@ -1347,6 +1382,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 results_bytes=self._cache_bytes,
                 history_picks=self._history_picks,
                 history_queries=self._history_queries,
+                history_advances=self._history_advances,
             )
 
     def clear_cache(self) -> None:
@@ -1639,6 +1675,8 @@ class ReadCacheStats:
     results_bytes: int
     history_picks: int
     history_queries: int
+    #: reads that advanced a history read earlier by the org's rows appended since (no query)
+    history_advances: int = 0
 
 
 class _RecentCounts:

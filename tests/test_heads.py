@@ -202,20 +202,16 @@ def test_one_query_serves_many_readers_of_an_org_at_one_basis(tmp_path):
     assert len(queries) == 1
 
 
-@pytest.mark.parametrize("seed", [3, 4, 5])
-def test_heads_advanced_by_each_write_serve_what_the_query_returns(tmp_path, seed):
-    """A read after every write: the org's heads are advanced by the written rows (not queried
-    again) whenever no older row's instant lies between the bases, and still match the query."""
-    rng = random.Random(seed)
+def _reads_after_each_write(tmp_path, rng, *, minutes, read, lines=None):
+    """A store after 70 random writes up to *minutes* apart, a retraction every 12th and a
+    forget at the 36th; ``read(store, now, step)`` after each, traced into *lines* if given."""
     now = [T0 + timedelta(days=10)]
     store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
     writers = {org: ml.Principal(f"lead-{org}", ml.Scope(org), role="steward") for org in ORGS}
-    readers = _readers()
-    lines: list[str] = []
     written = []
-    with store.tracer(lines.append):
+    with store.tracer(lines.append if lines is not None else lambda line: None):
         for step in range(70):
-            now[0] += timedelta(minutes=rng.randrange(1, 90))
+            now[0] += timedelta(minutes=rng.randrange(1, minutes))
             result = _random_write(store, rng, now, writers)
             if result is not None and result.action != "duplicate":
                 written.append((result, result.scope.org))
@@ -227,33 +223,84 @@ def test_heads_advanced_by_each_write_serve_what_the_query_returns(tmp_path, see
                     pass
             if step == 35:
                 store.forget(rng.choice(SUBJECTS), by=writers[rng.choice(ORGS)], reason="erasure request")
-            _compare(store, rng, readers, [store._basis(None, None, None)], reads=2)
+            read(store, now, step)
+    return store
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_heads_advanced_by_each_write_serve_what_the_query_returns(tmp_path, seed):
+    """A read after every write: the org's heads are advanced by the written rows (not queried
+    again) whenever no older row's instant lies between the bases, and still match the query."""
+    rng = random.Random(seed)
+    readers = _readers()
+    lines: list[str] = []
+
+    def read(store, now, step):
+        _compare(store, rng, readers, [store._basis(None, None, None)], reads=2)
+
+    _reads_after_each_write(tmp_path, rng, minutes=90, read=read, lines=lines)
     advanced = sum("advanced by the rows written since" in line for line in lines)
     assert advanced >= 20, advanced  # the path under test ran, before and after the forget
     assert any("advanced by the rows written since" in line for line in lines[len(lines) // 2 :])
 
 
+@pytest.mark.parametrize("seed", [3, 9])
+def test_histories_advanced_by_each_write_serve_what_the_query_returns(tmp_path, seed):
+    """Reads at past bases after every write: the org's history is advanced by the written
+    rows (not queried again) unless a retraction came in between or the ledger changed, and
+    the heads picked from it at any basis still match the query, before and after a forget
+    (whose ledger can hide appended rows)."""
+    rng = random.Random(seed)
+    readers = _readers()
+    before_forget = []
+
+    def read(store, now, step):
+        past = [
+            store._basis(
+                None, now[0] - timedelta(hours=rng.randrange(1, 200)), T0 + timedelta(days=rng.randrange(0, 60))
+            )
+            for _ in range(2)
+        ]
+        _compare(store, rng, readers, past, reads=2)
+        if step == 35:
+            before_forget.append(store.read_cache_stats().history_advances)
+
+    store = _reads_after_each_write(tmp_path, rng, minutes=600, read=read)
+    stats = store.read_cache_stats()
+    assert stats.history_advances >= 30, stats  # the path under test ran, before and after the forget
+    assert 10 <= before_forget[0] < stats.history_advances - 10, (before_forget, stats)
+
+
 def test_advanced_heads_keep_hiding_an_appended_row_the_ledger_forgets(tmp_path):
     """A row of a forgotten subject at its old generation, appended after the forget by a
     writer that skipped the write path's checks (an old backfill job, another engine):
-    the ledger hides it, and heads advanced by it do too."""
+    the ledger hides it, and heads and a history advanced by it do too."""
     now = [T0 + timedelta(days=1)]
     store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
     lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
     gone = store.write(ml.Fact("user:1", "plan", "Pro", T0, source="crm"), by=lead)
     stale = stored_row(store, "fact", gone.record_id)
     store.write(ml.Fact("user:2", "plan", "Team", T0, source="crm"), by=lead)
+    # begun between the past valid time read below and now: a cell at now cannot serve that read
+    store.write(ml.Fact("user:3", "plan", "Free", T0 + timedelta(hours=18), source="crm"), by=lead)
     store.forget("user:1", by=lead, reason="erasure request")
     now[0] += timedelta(hours=1)
     assert store.get_fact("user:1", "plan", by=lead) is None  # heads built with the ledger as it is now
     assert present(store.get_fact("user:2", "plan", by=lead)).value == "Team"
+    then = T0 + timedelta(hours=12)  # before anything was known: no cell at now covers it, the org's history does
+    assert store.get_fact("user:2", "plan", by=lead, as_of=then) is None
 
     now[0] += timedelta(hours=1)
     append_raw(store, stale, record_id="rerun-1")
     lines: list[str] = []
     with store.tracer(lines.append):
         assert store.get_fact("user:1", "plan", by=lead) is None
+        # neither cell can serve it (one at *then* cannot be advanced: older rows became known since)
+        assert store.get_fact("user:1", "plan", by=lead, known_at=now[0], valid_at=then) is None
+        assert present(store.get_fact("user:2", "plan", by=lead, known_at=now[0], valid_at=then)).value == "Team"
     assert any("advanced by the rows written since" in line for line in lines)
+    assert any("history, advanced by the rows written since" in line for line in lines)
+    assert store.read_cache_stats().history_advances == 1
 
 
 @given(
@@ -884,8 +931,9 @@ def test_scopes_first_seen_together_in_one_advance_stay_apart_from_those_seen_la
 @pytest.mark.parametrize("seed", [6, 7, 8])
 def test_heads_advanced_by_batches_at_scopes_never_seen_serve_what_the_query_returns(tmp_path, seed):
     """Batches of writes, some at teams and actors no row had yet (several in one batch, or
-    one after another), with reads between: every reader of every scope seen gets what the
-    per-reader query returns, and the heads were advanced, not queried again."""
+    one after another), with reads between at now and at a past basis: every reader of
+    every scope seen gets what the per-reader query returns, and the heads and the history
+    were advanced, not queried again."""
     rng = random.Random(seed)
     now = [T0 + timedelta(days=10)]
     store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
@@ -911,8 +959,15 @@ def test_heads_advanced_by_batches_at_scopes_never_seen_serve_what_the_query_ret
                 batch.append(ml.Fact(rng.choice(SUBJECTS[:3]), "plan", f"v{step}", T0, source="crm", scope=scope))
             store.write_many(batch, by=lead)
             if rng.random() < 0.7:  # else the next batch arrives before a read: one advance takes both
-                basis = store._basis(None, None, None)
+                bases = [  # at now (the cell at now) and at a past basis (the org's history)
+                    store._basis(None, None, None),
+                    store._basis(None, now[0] - timedelta(minutes=rng.randrange(1, 60)), T0 + timedelta(days=1)),
+                ]
                 for scope in dict.fromkeys(scopes):
                     who = ml.Principal("reader", scope, role="member")
-                    assert _fast(store, "fact", who, basis) == _slow(store, "fact", who, basis), (step, scope)
-    assert sum("advanced by the rows written since" in line for line in lines) >= 10  # the path under test ran
+                    for basis in bases:
+                        slow = _slow(store, "fact", who, basis)
+                        assert _fast(store, "fact", who, basis) == slow, (step, scope, basis.describe())
+    # the paths under test ran: the cell at now and the history, each advanced by the batches
+    assert sum("advanced by the rows written since" in line for line in lines) >= 10
+    assert store.read_cache_stats().history_advances >= 10
