@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from _recording import Recording
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -321,6 +322,9 @@ class StoreFactory:
         self.root: str | None = None
         self.now = datetime(2026, 1, 1, tzinfo=UTC)
         self.leases = 0
+        # MEMLAKE_MODEL_RECORD=file: the store's calls, saved at the first failed read (tests/_recording.py)
+        record = os.environ.get("MEMLAKE_MODEL_RECORD")
+        self.recording = Recording(record, self.clock) if record else None
 
     def clock(self) -> datetime:
         return self.now
@@ -335,20 +339,24 @@ class StoreFactory:
                 embedder=ml.HashingEmbedder(dim=32),
                 **self.open_options,
             )
+            if self.recording is not None:
+                self.recording.restart(self.open_options)
         self.leases += 1
         self.now = (self.now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-        return self.store, f"acme{self.leases // self.ORG_EVERY}", f"d{self.leases}", self.now
+        store = self.store if self.recording is None else self.recording.wrap(self.store, "main")
+        return store, f"acme{self.leases // self.ORG_EVERY}", f"d{self.leases}", self.now
 
     def fresh_handle(self) -> ml.MemoryStore:
         """Another handle on the current store: nothing remembered from earlier reads."""
         assert self.root is not None
-        return ml.open(
+        handle = ml.open(
             os.path.join(self.root, "store"),
             clock=self.clock,
             embedder=ml.HashingEmbedder(dim=32),
             create=False,
             **self.open_options,
         )
+        return handle if self.recording is None else self.recording.wrap(handle)
 
     def close(self) -> None:
         if self.store is not None:
@@ -790,7 +798,16 @@ class MemoryMachine(RuleBasedStateMachine):
             fresh.close()
 
     def check_reads(self, store: ml.MemoryStore, spec: tuple) -> None:
-        """Run one read on *store* and compare it with the model's answer."""
+        """Run one read on *store* and compare it with the model's answer (a failure saves
+        the recorded calls, if recording: tests/_recording.py)."""
+        try:
+            self._check_reads(store, spec)
+        except AssertionError:
+            if self.factory.recording is not None:
+                self.factory.recording.save()
+            raise
+
+    def _check_reads(self, store: ml.MemoryStore, spec: tuple) -> None:
         what, reader, basis, _, _, subject, kinds, filters, attribute = spec
         # a clock the read leaves out is "now": now when it runs (read_again runs later)
         now = self.now()

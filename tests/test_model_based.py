@@ -1,7 +1,9 @@
 """The store against a plain reference model, on random operations (tests/_model.py).
 
 Bounded in ``make test``; ``MEMLAKE_MODEL_EXAMPLES=10000`` runs that many sequences
-(``MEMLAKE_MODEL_STEPS`` sets their length).
+(``MEMLAKE_MODEL_STEPS`` sets their length). A failure hypothesis cannot shrink (the
+examples share a store): run again with ``MEMLAKE_MODEL_RECORD=run.pkl``, then
+``python tests/_recording.py run.pkl``.
 """
 
 from __future__ import annotations
