@@ -759,9 +759,9 @@ class MemoryMachine(RuleBasedStateMachine):
         what=st.sampled_from(("get_fact", "recall")),
     )
     def write_then_read_now(self, data: st.DataObject, writer: str, reader: str, what: str) -> None:
-        """An agent's turn: a write, then at once a read at now by someone of the org (the
-        store serves it from the org's slot heads advanced by the written rows)."""
-        self.write(data, writer)
+        """An agent's turn: a read at now by someone of the org, a write, and the read again
+        at once (the store serves it from the org's slot heads at now, which the first read
+        left, advanced by the written rows)."""
         now = self.now()
         subject = data.draw(st.one_of(st.none(), st.sampled_from(SUBJECTS)))
         spec: tuple[Any, ...] = (
@@ -775,6 +775,8 @@ class MemoryMachine(RuleBasedStateMachine):
             None,
             data.draw(st.sampled_from(ATTRIBUTES)),
         )
+        self.check_reads(self.store, spec)
+        self.write(data, writer)
         self.last_read = spec
         self.check_reads(self.store, spec)
 
