@@ -824,12 +824,14 @@ class PartitionedIndex:
     path (the cache key), and each save is a new generation; older ones are deleted
     once the new one is in place. Partitions load lazily and stay cached.
 
-    >>> import tempfile
-    >>> idx = PartitionedIndex(Path(tempfile.mkdtemp()), "toy-model", 2)
+    >>> import shutil, tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> idx = PartitionedIndex(root, "toy-model", 2)
     >>> p = Partition.create(2); p.add(["a"], np.array([[1.0, 0.0]]))
     >>> idx.put("acme", p, IndexTag("toy-model", 2, {"facts": 3}, 1))
     >>> idx.tag("acme").versions
     {'facts': 3}
+    >>> shutil.rmtree(root)
     """
 
     def __init__(self, root: Path, model: str, dim: int) -> None:

@@ -112,10 +112,12 @@ def open(
     its rows (~10 ms at 100k records, ~55 ms at 1M). ``0`` keeps only what the read under
     way needs. The index partitions and BM25 models are not counted (docs/performance.md).
 
-    >>> import tempfile, memory_lakehouse as ml
-    >>> store = ml.open(tempfile.mkdtemp())
-    >>> store.root.endswith("")
+    >>> import shutil, tempfile, memory_lakehouse as ml
+    >>> root = tempfile.mkdtemp()
+    >>> with ml.open(root) as store:
+    ...     store.root == root
     True
+    >>> shutil.rmtree(root)
     """
     return MemoryStore(
         str(uri),
