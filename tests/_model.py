@@ -308,9 +308,9 @@ class StoreFactory:
     previous lease. Every `ORG_EVERY` leases the org is new: its caches then meet every
     team and actor for the first time, as an agent meets new tenants and users (codes of
     scope values given out as they arrive broke that way once); in between, an org holds
-    other examples' divisions, which a reader must never see. Tombstones cover the division only; generations are compared
-    only inside a division, so they need no reset. A new store every `LEASES` leases
-    keeps the store (and purge's byte scan) small.
+    other examples' divisions, which a reader must never see. Tombstones cover the
+    division only; generations are compared only inside a division, so they need no
+    reset. A new store every `LEASES` leases keeps the store (and purge's byte scan) small.
     """
 
     LEASES = 25
@@ -329,18 +329,21 @@ class StoreFactory:
     def clock(self) -> datetime:
         return self.now
 
+    def store_options(self) -> dict[str, Any]:
+        """`ml.open`'s options for every handle on the store (a recording replays with them)."""
+        return {"embedder": ml.HashingEmbedder(dim=32), **self.open_options}
+
+    def _open(self, *, create: bool) -> ml.MemoryStore:
+        assert self.root is not None
+        return ml.open(os.path.join(self.root, "store"), clock=self.clock, create=create, **self.store_options())
+
     def lease(self) -> tuple[ml.MemoryStore, str, str, datetime]:
         if self.store is None or self.leases % self.LEASES == 0:
             self.close()
             self.root = tempfile.mkdtemp(prefix="memlake-model-")
-            self.store = ml.open(
-                os.path.join(self.root, "store"),
-                clock=self.clock,
-                embedder=ml.HashingEmbedder(dim=32),
-                **self.open_options,
-            )
+            self.store = self._open(create=True)
             if self.recording is not None:
-                self.recording.restart(self.open_options)
+                self.recording.restart(self.store_options())
         self.leases += 1
         self.now = (self.now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
         store = self.store if self.recording is None else self.recording.wrap(self.store, "main")
@@ -348,14 +351,7 @@ class StoreFactory:
 
     def fresh_handle(self) -> ml.MemoryStore:
         """Another handle on the current store: nothing remembered from earlier reads."""
-        assert self.root is not None
-        handle = ml.open(
-            os.path.join(self.root, "store"),
-            clock=self.clock,
-            embedder=ml.HashingEmbedder(dim=32),
-            create=False,
-            **self.open_options,
-        )
+        handle = self._open(create=False)
         return handle if self.recording is None else self.recording.wrap(handle)
 
     def close(self) -> None:

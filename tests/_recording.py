@@ -14,6 +14,7 @@ replays them on a fresh store and removes calls (delta debugging) while the last
 on the long-lived handle still differs from the same read through a fresh handle,
 which remembers nothing: the failure of a cache or fast path. It prints what is left.
 Record ids are random: a replay maps each recorded id to the one its write returns now.
+Stores are opened with the options the recording saved (`StoreFactory.store_options`).
 """
 
 from __future__ import annotations
@@ -131,9 +132,20 @@ def _mapped(value: Any, ids: dict[str, str]) -> Any:
     return value
 
 
+def _outcome(store: ml.MemoryStore, call: Call, ids: dict[str, str]) -> tuple[Any, Any]:
+    """*call* run on *store* with the replay's ids: its result, and what `replay` compares
+    (a read's `answer`; the name of the store's error if it raised; None otherwise)."""
+    try:
+        result = getattr(store, call.name)(*_mapped(call.args, ids), **_mapped(call.kwargs, ids))
+    except ml.LakehouseError as e:
+        return None, type(e).__name__
+    return result, answer(call.name, result) if call.name in READS else None
+
+
 def replay(calls: Sequence[Call], open_options: dict[str, Any], keep: Sequence[int]) -> bool:
-    """Run the calls numbered *keep* (the last one a read) on a fresh store; True when that
-    read on the long-lived handle differs from the same read through a fresh handle."""
+    """Run the calls numbered *keep* (the last one a read) on a fresh store opened with
+    *open_options* (the recording's, its embedder among them); True when that read on the
+    long-lived handle differs from the same read through a fresh handle."""
     clock = {"now": calls[keep[0]].now}
     root = tempfile.mkdtemp(prefix="memlake-replay-")
 
@@ -141,7 +153,6 @@ def replay(calls: Sequence[Call], open_options: dict[str, Any], keep: Sequence[i
         return ml.open(
             os.path.join(root, "store"),
             clock=lambda: clock["now"],
-            embedder=ml.HashingEmbedder(dim=32),
             create=create,
             **open_options,
         )
@@ -159,23 +170,16 @@ def replay(calls: Sequence[Call], open_options: dict[str, Any], keep: Sequence[i
             store = handles.get(call.handle)
             if store is None:
                 continue  # its handle's opening was removed
-            try:
-                result = getattr(store, call.name)(*_mapped(call.args, ids), **_mapped(call.kwargs, ids))
-            except ml.LakehouseError as e:
-                got = type(e).__name__
-                continue
-            if call.name == "close":
+            result, outcome = _outcome(store, call, ids)
+            if call.name in READS:
+                got = outcome
+            elif outcome is None and call.name == "close":
                 del handles[call.handle]
-            elif call.name in WRITES:
+            elif outcome is None:  # a write: its ids as this replay wrote them
                 ids.update(zip(call.result or [], written_ids(result), strict=False))
-            else:
-                got = answer(call.name, result)
-        last = calls[keep[-1]]
         fresh = opened(False)
         try:
-            expected = answer(
-                last.name, getattr(fresh, last.name)(*_mapped(last.args, ids), **_mapped(last.kwargs, ids))
-            )
+            _, expected = _outcome(fresh, calls[keep[-1]], ids)
         finally:
             fresh.close()
         return bool(got != expected)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 from _recording import Recording, replay, shrink
@@ -13,6 +14,7 @@ import memory_lakehouse as ml
 from memory_lakehouse import heads
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+OPTIONS: dict[str, Any] = {"embedder": ml.HashingEmbedder(dim=32)}  # how the recorded store was opened
 
 
 def _codes_numbered_while_the_map_grows(codes, lookup, values):
@@ -30,7 +32,7 @@ def _recorded_run(tmp_path):
     actor of his team, wrote one; the calls and what each read returned."""
     now = [T0 + timedelta(days=10)]
     recording = Recording(str(tmp_path / "run.pkl"), lambda: now[0])
-    store = recording.wrap(ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder(dim=32)), "main")
+    store = recording.wrap(ml.open(tmp_path / "s", clock=lambda: now[0], **OPTIONS), "main")
     lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
     other = ml.Principal("lead", ml.Scope("globex"), role="steward")
     actors = {a: ml.Principal(a, ml.Scope("acme", "support", "t1", a), role="member") for a in ("ann", "bob", "cy")}
@@ -59,11 +61,11 @@ def test_a_failure_of_a_cache_replays_on_a_fresh_store_and_shrinks_to_its_cause(
     calls = recording.calls
     assert calls[-2].name == "get_fact" and calls[-1].name == "close"
     calls = calls[:-1]  # end at the failed read, as a run saved at its first failure does
-    assert replay(calls, {}, list(range(len(calls))))
+    assert replay(calls, OPTIONS, list(range(len(calls))))
 
-    kept = shrink(calls, {}, say=lambda line: None)
+    kept = shrink(calls, OPTIONS, say=lambda line: None)
     assert kept[-1] == len(calls) - 1 and len(kept) < len(calls)
-    assert replay(calls, {}, kept)
+    assert replay(calls, OPTIONS, kept)
     names = [calls[i].name for i in kept]
     assert "write_many" in names  # the two new actors in one advance are part of the cause
     assert all(calls[i].kwargs["by"].scope.org == "acme" for i in kept)  # globex's calls are not
@@ -73,7 +75,7 @@ def test_a_run_without_the_failure_replays_with_the_long_lived_handle_agreeing(t
     recording, last = _recorded_run(tmp_path)
     assert last is not None and last.value == "bob's"
     calls = recording.calls[:-1]
-    assert not replay(calls, {}, list(range(len(calls))))
+    assert not replay(calls, OPTIONS, list(range(len(calls))))
 
 
 def test_a_recording_is_saved_once_with_the_calls_since_the_store_was_made(tmp_path):
