@@ -865,19 +865,58 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         """
         if not self._holds_rows(kind, org):
             return None, "no rows"
-        bounds = self._boundaries(kind)
-        state = self._state(kind, org)
-        k, v = _micros(basis.known_at), _micros(basis.valid_at)
-        cells = self._heads.setdefault((kind, org), [])
         self._head_reads.add((kind, org))
-        for cell in cells:
-            if cell.state == state and not bounds.crosses(org, (cell.known_at, k), (cell.valid_at, v)):
-                self._heads_lru.move_to_end((kind, org))
-                return cell.heads, "from cache: no row boundary between the bases"
+        state = self._state(kind, org)
+        held = self._held_cell(kind, org, basis, state)
+        if held is not None:
+            return held, "from cache: no row boundary between the bases"
+        cells = self._heads.setdefault((kind, org), [])
         heads, source = self._advanced(kind, org, basis, cells, state), "advanced by the rows written since"
         if heads is None:
             history, source = self._history(kind, org, state)
-            heads = history.heads_at(k, v)
+            heads = history.heads_at(_micros(basis.known_at), _micros(basis.valid_at))
+        self._keep_cell(kind, org, basis, state, heads)
+        return heads, source
+
+    def catch_up(self, kind: str, org: str, basis: Basis) -> str | None:
+        """Advance *org*'s cell of *kind* to *basis* after a write (`catch_up.after_write`), as
+        the next read there would (`_heads_at`), when the org has a cell the appended rows
+        can advance; never a query. Returns how the cell at *basis* was had, or None when
+        there was nothing to advance (no cell yet, a retraction, too many rows: the next
+        read does what it always does)."""
+        with self._lock:
+            self.lake.refresh(tables_for([kind]))
+            if self._refreshed(kind) or not self._holds_rows(kind, org) or not self._heads.get((kind, org)):
+                return None
+            state = self._state(kind, org)
+            if self._held_cell(kind, org, basis, state) is not None:
+                return "from cache: no row boundary between the bases"
+            heads = self._advanced(kind, org, basis, self._heads[(kind, org)], state)
+            if heads is None:
+                return None
+            self._keep_cell(kind, org, basis, state, heads)
+            if self.tracers:
+                self.trace(
+                    f"heads of {kind} in {org} at {basis.describe()}: advanced by the rows written since, by the write"
+                )
+            return "advanced by the rows written since"
+
+    def _held_cell(self, kind: str, org: str, basis: Basis, state: tuple[Any, ...]) -> OrgHeads | None:
+        """A cell of *org* at *state* with no row boundary between its basis and *basis*, or None."""
+        bounds = self._boundaries(kind)
+        k, v = _micros(basis.known_at), _micros(basis.valid_at)
+        for cell in self._heads.get((kind, org), ()):
+            if cell.state == state and not bounds.crosses(org, (cell.known_at, k), (cell.valid_at, v)):
+                self._heads_lru.move_to_end((kind, org))
+                return cell.heads
+        return None
+
+    def _keep_cell(self, kind: str, org: str, basis: Basis, state: tuple[Any, ...], heads: OrgHeads) -> None:
+        """Hold *heads* as *org*'s cell at *basis* and *state*: cells of older states go, and past
+        cells beyond `HEAD_CELLS`, then whatever `_evict_heads` pushes out."""
+        bounds = self._boundaries(kind)
+        k, v = _micros(basis.known_at), _micros(basis.valid_at)
+        cells = self._heads.setdefault((kind, org), [])
         cell = _HeadCell(state, k, v, heads, bounds.known.get(org, _NONE), bounds.valid.get(org, _NONE))
         cells[:] = [c for c in cells if c.state == state] + [cell]
         while len(cells) > HEAD_CELLS:
@@ -885,7 +924,6 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         self._heads_lru[(kind, org)] = None
         self._heads_lru.move_to_end((kind, org))
         self._evict_heads()
-        return heads, source
 
     def _evict_heads(self) -> None:
         """Bring the cells within `CacheBudget.heads`: the cells at past bases first, of the least

@@ -625,19 +625,40 @@ class Retriever:
         part = self.sync(org).partition if vector else self._state(org).partition
         bstate = self._bm25(org) if bm25 else self._state(org)
         with self._lock:
-            state = self._state(org)
-            if state.rows is None:
-                state.rows = OrgRows(INDEXED_KINDS)
-            state.rows.catch_up(
-                self.lake,
-                lambda kind, start, snapshot: self._appended(org, kind, start, ("_row", "record_id"), snapshot),
-                part,
-                part.labels if part is not None else {},
-                bstate.bm25,
-                bstate.bm25_ids or {},
-            )
-            where = {kind: state.rows.locate(kind, positions) for kind, positions in candidates.positions.items()}
-            return _Located(state.rows, part, bstate, where)
+            rows = self._rows_caught_up(org, part, bstate)
+            where = {kind: rows.locate(kind, positions) for kind, positions in candidates.positions.items()}
+            return _Located(rows, part, bstate, where)
+
+    def _rows_caught_up(self, org: str, part: Partition | None, bstate: _OrgState) -> OrgRows:
+        """The org's position map (`candidates.OrgRows`) in step with the snapshots, *part* and *bstate*'s model."""
+        state = self._state(org)
+        if state.rows is None:
+            state.rows = OrgRows(INDEXED_KINDS)
+        state.rows.catch_up(
+            self.lake,
+            lambda kind, start, snapshot: self._appended(org, kind, start, ("_row", "record_id"), snapshot),
+            part,
+            part.labels if part is not None else {},
+            bstate.bm25,
+            bstate.bm25_ids or {},
+        )
+        return state.rows
+
+    def catch_up(self, org: str) -> bool:
+        """After a write (`catch_up.after_write`): what the org's next recall does first, when a
+        recall has loaded the org: its partition takes the rows written since (`sync`: embedded
+        and added), its BM25 row count moves on (`_bm25`, which rebuilds a stale model as a
+        recall would), and its position map takes their positions. An org no recall has
+        loaded is left alone (building it is a recall's: a write never builds an index).
+        Returns whether it caught up."""
+        known = self._orgs.get(org)
+        if known is None or known.partition is None or known.bm25 is None:
+            return False
+        part = self.sync(org).partition
+        bstate = self._bm25(org)
+        with self._lock:
+            self._rows_caught_up(org, part, bstate)
+        return True
 
     def _vector_list(
         self, org: str, query: str, located: _Located, candidates: Candidates, depth: int

@@ -311,10 +311,13 @@ class StoreFactory:
     other examples' divisions, which a reader must never see. Tombstones cover the
     division only; generations are compared only inside a division, so they need no
     reset. A new store every `LEASES` leases keeps the store (and purge's byte scan) small.
+    Stores take turns at who takes a write's rows into the read caches (`CATCH_UP`: the
+    write, or the next read), so the oracle checks both.
     """
 
     LEASES = 25
     ORG_EVERY = 5
+    CATCH_UP = ("write", "read")  # ml.open's catch_up=, store by store
 
     def __init__(self, **open_options: Any) -> None:
         self.open_options = open_options  # more of ml.open's options (a maintenance policy)
@@ -322,6 +325,7 @@ class StoreFactory:
         self.root: str | None = None
         self.now = datetime(2026, 1, 1, tzinfo=UTC)
         self.leases = 0
+        self.stores = 0  # stores made so far, the current one included
         # MEMLAKE_MODEL_RECORD=file: the store's calls, saved at the first failed read (tests/_recording.py)
         record = os.environ.get("MEMLAKE_MODEL_RECORD")
         self.recording = Recording(record, self.clock) if record else None
@@ -331,7 +335,8 @@ class StoreFactory:
 
     def store_options(self) -> dict[str, Any]:
         """`ml.open`'s options for every handle on the store (a recording replays with them)."""
-        return {"embedder": ml.HashingEmbedder(dim=32), **self.open_options}
+        catch_up = self.CATCH_UP[self.stores % len(self.CATCH_UP)]
+        return {"embedder": ml.HashingEmbedder(dim=32), "catch_up": catch_up, **self.open_options}
 
     def _open(self, *, create: bool) -> ml.MemoryStore:
         assert self.root is not None
@@ -341,6 +346,7 @@ class StoreFactory:
         if self.store is None or self.leases % self.LEASES == 0:
             self.close()
             self.root = tempfile.mkdtemp(prefix="memlake-model-")
+            self.stores += 1
             self.store = self._open(create=True)
             if self.recording is not None:
                 self.recording.restart(self.store_options())

@@ -202,11 +202,12 @@ def test_one_query_serves_many_readers_of_an_org_at_one_basis(tmp_path):
     assert len(queries) == 1
 
 
-def _reads_after_each_write(tmp_path, rng, *, minutes, read, lines=None):
+def _reads_after_each_write(tmp_path, rng, *, minutes, read, lines=None, catch_up="write"):
     """A store after 70 random writes up to *minutes* apart, a retraction every 12th and a
-    forget at the 36th; ``read(store, now, step)`` after each, traced into *lines* if given."""
+    forget at the 36th; ``read(store, now, step)`` after each, traced into *lines* if given.
+    *catch_up*: who advances the heads by a write's rows (`ml.open`), the write or the read."""
     now = [T0 + timedelta(days=10)]
-    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder(), catch_up=catch_up)
     writers = {org: ml.Principal(f"lead-{org}", ml.Scope(org), role="steward") for org in ORGS}
     written = []
     with store.tracer(lines.append if lines is not None else lambda line: None):
@@ -230,7 +231,8 @@ def _reads_after_each_write(tmp_path, rng, *, minutes, read, lines=None):
 @pytest.mark.parametrize("seed", [3, 4, 5])
 def test_heads_advanced_by_each_write_serve_what_the_query_returns(tmp_path, seed):
     """A read after every write: the org's heads are advanced by the written rows (not queried
-    again) whenever no older row's instant lies between the bases, and still match the query."""
+    again) whenever no older row's instant lies between the bases, and still match the query;
+    seeds take turns at who advances them (``catch_up``: the write, or the read after it)."""
     rng = random.Random(seed)
     readers = _readers()
     lines: list[str] = []
@@ -238,7 +240,7 @@ def test_heads_advanced_by_each_write_serve_what_the_query_returns(tmp_path, see
     def read(store, now, step):
         _compare(store, rng, readers, [store._basis(None, None, None)], reads=2)
 
-    _reads_after_each_write(tmp_path, rng, minutes=90, read=read, lines=lines)
+    _reads_after_each_write(tmp_path, rng, minutes=90, read=read, lines=lines, catch_up=("write", "read")[seed % 2])
     advanced = sum("advanced by the rows written since" in line for line in lines)
     assert advanced >= 20, advanced  # the path under test ran, before and after the forget
     assert any("advanced by the rows written since" in line for line in lines[len(lines) // 2 :])
@@ -417,11 +419,13 @@ def test_appended_heads_take_the_places_the_stable_sort_gives_them(old, appended
     assert _with_inserted(lineage, depth, len(old)).tolist() == np.lexsort((depth, lineage)).tolist()
 
 
-def test_a_backdated_version_written_after_the_current_one_does_not_take_its_head(tmp_path):
+@pytest.mark.parametrize("catch_up", ["write", "read"])
+def test_a_backdated_version_written_after_the_current_one_does_not_take_its_head(tmp_path, catch_up):
     """The head of a (slot, scope) is its latest valid_from, not its latest write: heads
-    advanced by a backdated version (written later, valid from earlier) keep the current one."""
+    advanced by a backdated version (written later, valid from earlier) keep the current one,
+    whether the write advances them or the read after it."""
     now = [T0 + timedelta(days=10)]
-    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder(), catch_up=catch_up)
     org = ORGS[0]
     lead = ml.Principal(f"lead-{org}", ml.Scope(org), role="steward")
     reader = ml.Principal("reader", ml.Scope(org), role="member")
@@ -429,9 +433,9 @@ def test_a_backdated_version_written_after_the_current_one_does_not_take_its_hea
     assert present(store.get_fact("acct:1", "plan", by=reader)).value == "Team"  # builds the org's heads
     lines: list[str] = []
     now[0] += timedelta(minutes=5)
-    store.write(ml.Fact("acct:1", "plan", "Free", T0 + timedelta(days=2), source="crm"), by=lead)
-    basis = store._basis(None, None, None)
     with store.tracer(lines.append):
+        store.write(ml.Fact("acct:1", "plan", "Free", T0 + timedelta(days=2), source="crm"), by=lead)
+        basis = store._basis(None, None, None)
         fast = _fast(store, "fact", reader, basis)
     assert any("advanced by the rows written since" in line for line in lines)
     assert fast == _slow(store, "fact", reader, basis) == [current.record_id]
@@ -439,10 +443,10 @@ def test_a_backdated_version_written_after_the_current_one_does_not_take_its_hea
 
 @pytest.mark.parametrize("days", [(2, 5), (5, 2)], ids=["newer-written-second", "newer-written-first"])
 def test_two_versions_of_a_new_slot_written_between_reads_advance_to_the_later_one(tmp_path, days):
-    """Both versions of a slot the heads have never seen arrive in one advance: the one valid
-    from later is its head, whichever was written first."""
+    """Both versions of a slot the heads have never seen arrive in one advance (the read's:
+    ``catch_up="read"``): the one valid from later is its head, whichever was written first."""
     now = [T0 + timedelta(days=10)]
-    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder(), catch_up="read")
     org = ORGS[0]
     lead = ml.Principal(f"lead-{org}", ml.Scope(org), role="steward")
     reader = ml.Principal("reader", ml.Scope(org), role="member")
@@ -933,10 +937,13 @@ def test_heads_advanced_by_batches_at_scopes_never_seen_serve_what_the_query_ret
     """Batches of writes, some at teams and actors no row had yet (several in one batch, or
     one after another), with reads between at now and at a past basis: every reader of
     every scope seen gets what the per-reader query returns, and the heads and the history
-    were advanced, not queried again."""
+    were advanced, not queried again. Seeds take turns at who advances the heads at now
+    (``catch_up``): each batch's write, or the read after one or two batches."""
     rng = random.Random(seed)
     now = [T0 + timedelta(days=10)]
-    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    store = ml.open(
+        tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder(), catch_up=("write", "read")[seed % 2]
+    )
     lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
     scopes = [ml.Scope("acme"), ml.Scope("acme", "support")]
     store.write(ml.Fact("user:0", "plan", "Free", T0, source="crm"), by=lead)

@@ -90,14 +90,18 @@ def test_a_write_is_recalled_at_once_without_a_rebuild(hstore, clock):
     saved_tag = PartitionedIndex(hstore.retriever.index.root, EMBEDDER.name, EMBEDDER.dim).tag("acme")
 
     clock.advance(minutes=5)
-    res = hstore.write(
-        fact(
-            "customer:new", "sso_provider", "okta single sign-on via saml", day(2), evidence="https://crm.example/new"
-        ),
-        by=MEMBER,
-    )
     lines: list[str] = []
-    with hstore.tracer(lines.append):
+    with hstore.tracer(lines.append):  # the write catches the partition up (`catch_up`), or the recall would
+        res = hstore.write(
+            fact(
+                "customer:new",
+                "sso_provider",
+                "okta single sign-on via saml",
+                day(2),
+                evidence="https://crm.example/new",
+            ),
+            by=MEMBER,
+        )
         hits = hstore.recall("okta single sign-on", by=MEMBER, k=3)
 
     assert hits[0].record_id == res.record_id
@@ -114,10 +118,10 @@ def test_catching_up_reads_only_new_rows_and_still_finds_each_write_after_a_comp
     written = []
     for i in range(4):
         clock.advance(minutes=5)
-        written.append(hstore.write(fact(f"customer:w{i}", "plan", f"zebra plan {i}", day(2)), by=MEMBER).record_id)
-        if i == 1:
-            hstore.maintenance.compact()  # a rewrite: the snapshot starts a new epoch, positions move
-        with hstore.tracer(catch_ups.append):
+        with hstore.tracer(catch_ups.append):  # the write catches up (`catch_up`), or the recall would
+            written.append(hstore.write(fact(f"customer:w{i}", "plan", f"zebra plan {i}", day(2)), by=MEMBER).record_id)
+            if i == 1:
+                hstore.maintenance.compact()  # a rewrite: the snapshot starts a new epoch, positions move
             hits = hstore.recall(f"zebra plan {i}", by=MEMBER, k=1, signals=("vector",))
         assert hits[0].record_id == written[-1]
     # each write was added once, as the one row newer than the partition (none embedded twice)

@@ -1,0 +1,134 @@
+"""A small write takes its rows into what reads built for its org (`catch_up.after_write`),
+so the next read finds them there; a write builds nothing a read has not built; a big
+commit and ``catch_up="read"`` leave every step to the read; and what a reader is served
+is the same whoever took the steps."""
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import memory_lakehouse as ml
+from memory_lakehouse.catch_up import CATCH_UP_ROWS
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+LEAD = ml.Principal("lead", ml.Scope("acme"), role="steward")
+ANN = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
+BOB = ml.Principal("bob", ml.Scope("acme", "support", "t1", "bob"), role="member")
+OTHER = ml.Principal("olga", ml.Scope("globex"), role="steward")
+
+
+def _store(path, now, **options):
+    return ml.open(path, clock=lambda: now[0], embedder=ml.HashingEmbedder(), **options)
+
+
+def _fact(subject, value, scope=None):
+    return ml.Fact(subject, "plan", value, T0, source="crm", scope=scope or ml.Scope("acme", "support"))
+
+
+def _served(store, who):
+    """What *who* is served: its recall's rows with their scores, and `get_fact` of each
+    subject. (Record ids are a store's own, and they break ties of score: the rows are
+    sorted by score, then content.)"""
+    recalled = store.recall("plan", by=who, k=20)
+    hits = sorted((-h.score, h.record.subject, h.record.value, str(h.record.scope)) for h in recalled)
+    facts = {s: getattr(store.get_fact(s, "plan", by=who), "value", None) for s in ("user:1", "user:2", "user:3")}
+    return hits, facts
+
+
+def _seeded(path, now, **options):
+    store = _store(path, now, **options)
+    store.write_many([_fact("user:1", "Free"), _fact("user:2", "Pro", ml.Scope("acme"))], by=LEAD)
+    store.write(ml.Fact("user:9", "plan", "Team", T0, source="crm"), by=OTHER)
+    _served(store, ANN)  # a read builds the org's heads, index partition, BM25 model and position map
+    return store
+
+
+def test_a_small_write_takes_its_rows_into_the_heads_and_index_the_next_read_finds(tmp_path):
+    now = [T0 + timedelta(days=3)]
+    store = _seeded(tmp_path / "s", now)
+    now[0] += timedelta(hours=1)
+    written: list[str] = []
+    with store.tracer(written.append):
+        store.write(_fact("user:1", "Pro", ml.Scope("acme", "support", "t1")), by=LEAD)
+    assert any("advanced by the rows written since, by the write" in line for line in written), written
+    assert any("index acme: added 1 row(s)" in line for line in written), written
+    now[0] += timedelta(minutes=5)
+    read: list[str] = []
+    with store.tracer(read.append):
+        hits, facts = _served(store, BOB)
+    assert facts["user:1"] == "Pro"  # read-your-writes, by another reader of the org
+    assert not any("advanced by the rows written since" in line for line in read), read
+    assert not any("added" in line and "row(s) newer than the partition" in line for line in read), read
+    assert any("picked from the org's slot heads (from cache" in line for line in read), read
+    fresh = _store(tmp_path / "s", now)
+    assert _served(fresh, BOB) == (hits, facts)
+
+
+def test_a_write_builds_nothing_no_read_has_built(tmp_path):
+    now = [T0 + timedelta(days=3)]
+    store = _seeded(tmp_path / "s", now)
+    lines: list[str] = []
+    with store.tracer(lines.append):
+        store.write(ml.Fact("user:8", "plan", "Pro", T0, source="crm"), by=OTHER)  # globex: never read
+    assert lines == []  # no query, no history, no index build
+    assert "globex" not in store.retriever._orgs or store.retriever._orgs["globex"].partition is None
+    assert not store.vis._heads.get(("fact", "globex"))
+
+
+@pytest.mark.parametrize("how", ["big commit", "catch_up=read"])
+def test_a_big_commit_or_catch_up_read_leaves_the_steps_to_the_read(tmp_path, how):
+    now = [T0 + timedelta(days=3)]
+    store = _seeded(tmp_path / "s", now, **({"catch_up": "read"} if how == "catch_up=read" else {}))
+    now[0] += timedelta(hours=1)
+    many = CATCH_UP_ROWS + 1 if how == "big commit" else 1
+    written: list[str] = []
+    with store.tracer(written.append):
+        store.write_many([_fact(f"user:{10 + i}", "Pro") for i in range(many)], by=LEAD)
+    assert written == []
+    read: list[str] = []
+    with store.tracer(read.append):
+        hits, facts = _served(store, BOB)
+    assert any("advanced by the rows written since" in line for line in read), read
+    assert any(f"index acme: added {many} row(s)" in line for line in read), read
+    assert _served(_store(tmp_path / "s", now), BOB) == (hits, facts)
+
+
+def test_who_takes_the_steps_changes_nothing_a_reader_is_served(tmp_path):
+    """The same writes and reads on two stores, one per ``catch_up``: every read agrees."""
+    served = {}
+    for mode in ("write", "read"):
+        now = [T0 + timedelta(days=3)]
+        store = _seeded(tmp_path / mode, now, catch_up=mode)
+        scopes = [ml.Scope("acme"), ml.Scope("acme", "support", "t1"), ml.Scope("acme", "support", "t1", "bob")]
+        out = []
+        for step in range(12):
+            now[0] += timedelta(minutes=7)
+            result = store.write(_fact(f"user:{1 + step % 3}", f"v{step}", scopes[step % 3]), by=LEAD)
+            if step % 4 == 3:  # a retraction: an advance cannot take it, the read queries
+                store.retract(result.record_id, by=LEAD, reason="wrong")
+            out += [_served(store, who) for who in (ANN, BOB)]
+        served[mode] = out
+    assert served["write"] == served["read"]
+    assert any(hits for hits, _ in served["write"])
+
+
+def test_a_failed_catch_up_leaves_the_write_standing(tmp_path, monkeypatch, caplog):
+    now = [T0 + timedelta(days=3)]
+    store = _seeded(tmp_path / "s", now)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(store.vis, "catch_up", broken)
+    with caplog.at_level(logging.WARNING):
+        result = store.write(_fact("user:3", "Pro"), by=LEAD)
+    assert result.action == "inserted"
+    assert "catching up after a write failed" in caplog.text and "disk on fire" in caplog.text
+    monkeypatch.undo()
+    assert _served(store, BOB)[1]["user:3"] == "Pro"  # the read took the steps itself
+
+
+def test_catch_up_names_its_modes():
+    with pytest.raises(ml.ValidationError, match="catch_up must be one of"):
+        ml.open("/nonexistent", catch_up="later")
