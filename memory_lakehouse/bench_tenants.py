@@ -328,31 +328,44 @@ def run_store(
     out["get_fact_new_actor"], facts = _timed(get_fact, list(zip(fact_readers, range(rounds), strict=True)))
     out["get_fact_hit_rate"] = round(sum(f is not None for f in facts) / len(facts), 3)
 
-    # a write to the reader's own org, then the first read by another actor of that org
-    samples: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in ("write", "get", "recall")}
+    samples: dict[str, tuple[list[float], list[float]]] = {}  # per figure: wall-clock and CPU ms
 
     def clocked(name: str, fn: Callable[[], Any]) -> None:
         c, t = time.process_time(), time.perf_counter()
         fn()
-        samples[name][0].append((time.perf_counter() - t) * 1000)
-        samples[name][1].append((time.process_time() - c) * 1000)
+        wall, cpu = samples.setdefault(name, ([], []))
+        wall.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
 
-    for i in range(min(rounds, 50)):
-        org = ORGS[i % 20]
-        writer = actor_principal(org, "team0", "a0")
-        reader = actor_principal(org, f"team{1 + i % 4}", f"a{i % ACTORS}")
-        lead = Principal(f"lead-{org}", Scope(org), role="curator")
+    def writes_then_reads(tag: str) -> None:
+        """A write to the reader's own org, then the first read by another actor of that org."""
+        for i in range(min(rounds, 50)):
+            org = ORGS[i % 20]
+            writer = actor_principal(org, "team0", "a0")
+            reader = actor_principal(org, f"team{1 + i % 4}", f"a{i % ACTORS}")
+            lead = Principal(f"lead-{org}", Scope(org), role="curator")
 
-        def write(i: int = i, org: str = org, lead: Principal = lead) -> WriteResult:
-            fresh = Fact(f"fresh:{i}", "plan", f"value {i}", clock.now, source="bench@v1", scope=Scope(org, "support"))
-            return store.write(fresh, by=lead)
+            def write(i: int = i, org: str = org, lead: Principal = lead) -> WriteResult:
+                fresh = Fact(
+                    f"fresh{tag}:{i}", "plan", f"value {i}", clock.now, source="bench@v1", scope=Scope(org, "support")
+                )
+                return store.write(fresh, by=lead)
 
-        clocked("write", write)
-        subject, attribute = own_slot(reader, i)
-        clocked("get", partial(store.get_fact, subject, attribute, by=reader))
-        store.write(Fact(f"fresh2:{i}", "plan", f"value {i}", clock.now, source="bench@v1"), by=writer)
-        clocked("recall", partial(store.recall, queries[i], by=reader, k=k))
+            clocked(f"write{tag}", write)
+            subject, attribute = own_slot(reader, i)
+            clocked(f"get{tag}", partial(store.get_fact, subject, attribute, by=reader))
+            store.write(Fact(f"fresh2{tag}:{i}", "plan", f"value {i}", clock.now, source="bench@v1"), by=writer)
+            clocked(f"recall{tag}", partial(store.recall, queries[i], by=reader, k=k))
+
+    writes_then_reads("")  # the default: each write takes its rows into what reads built (`catch_up`)
+    # A/B in the same process: the same writes and reads with those steps left to the read
+    store.catch_up = "read"
+    writes_then_reads("-on-read")
+    store.catch_up = "write"
     out["single_write_on_built_store"] = _stats(*samples["write"])
+    out["single_write_on_built_store_catch_up_on_read"] = _stats(*samples["write-on-read"])
+    out["get_fact_first_after_own_org_write_catch_up_on_read"] = _stats(*samples["get-on-read"])
+    out["recall_first_after_own_org_write_catch_up_on_read"] = _stats(*samples["recall-on-read"])
     # A/B in the same process: the same writes with every append through delta-rs's writer
     # (`Lake.direct_appends` off), whose commit cost grows with the table's files
     store.lake.direct_appends = False
@@ -434,8 +447,6 @@ def run_store(
     # writes that supersede a slot, once a customer is forgotten (after the memory figure,
     # which stays comparable with the earlier runs)
     store.forget("user:0", by=Principal("dpo", Scope(ORGS[0]), role="steward"), reason="erasure request")
-    for name in ("supersede", "get_ledger", "recall_ledger", "get_after_forget", "recall_after_forget"):
-        samples[name] = ([], [])
     # a new ledger state: each org's first reads rebuild what was built under the old one
     # (timed apart; they also warm the orgs again, as before the figures above)
     for org in ORGS:
@@ -715,6 +726,15 @@ def markdown(result: dict[str, Any]) -> str:
             lat(s, "recall_first_after_own_org_write"),
             (None, None),
             False,
+        ),
+        *(
+            (f"{label}, the write's rows taken in by the read: catch_up=read (ms)", lat(s, key), (None, None), False)
+            for label, key in (
+                ("get_fact p50, first after a write to own org", "get_fact_first_after_own_org_write_catch_up_on_read"),
+                ("recall p50, first after a write to own org", "recall_first_after_own_org_write_catch_up_on_read"),
+                ("single write p50 on the built store", "single_write_on_built_store_catch_up_on_read"),
+            )
+            if key in s
         ),
         *(
             (f"{label} (ms)", lat(s, key), (None, None), False)
