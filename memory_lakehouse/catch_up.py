@@ -12,12 +12,16 @@ Nothing here decides what a reader sees. These are the read's own steps, run ear
 the same structures, and only on structures a read has built: a write never builds an
 org's heads, history, index or BM25 model, and never runs a query. A commit of more than
 `CATCH_UP_ROWS` rows (a backfill's batch) is left to the next read, which takes the rows
-of many commits in one advance. ``ml.open(catch_up="read")`` leaves every step to the
-read, as before.
+of many commits in one advance, and so is a write that finishes while another write of
+the store is in flight (`WritesInFlight`): with eight threads writing one record at a
+time, catching up after each write cut the group-committed writes from ~530 to ~120 a
+second on the tenants bench and raised its peak RSS by ~100 MB, for work the next read
+does once for all of them. ``ml.open(catch_up="read")`` leaves every step to the read.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -37,15 +41,34 @@ CATCH_UP_ROWS = 32
 _ADDING = ("inserted", "superseded")
 
 
-def after_write(store: MemoryStore, results: Iterable[WriteResult]) -> None:
-    """Catch up the structures reads built for the orgs and kinds *results* wrote to.
+class WritesInFlight:
+    """How many of the store's writes are under way, so a write knows whether it finished alone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def enter(self) -> None:
+        with self._lock:
+            self._count += 1
+
+    def leave(self) -> bool:
+        """This write is done; whether no other write is in flight."""
+        with self._lock:
+            self._count -= 1
+            return self._count == 0
+
+
+def after_write(store: MemoryStore, results: Iterable[WriteResult], *, alone: bool) -> None:
+    """Catch up the structures reads built for the orgs and kinds *results* wrote to, when the
+    write finished *alone* (no other write of the store in flight) and added few rows.
 
     Runs as a read (`lake.Lake.run_read`: a rewrite in another thread waits). The write
     has committed by now: a failure here is logged, not raised, and the next read takes
     the steps itself.
     """
     added = [r for r in results if r.action in _ADDING]
-    if not added or len(added) > CATCH_UP_ROWS:
+    if not alone or not added or len(added) > CATCH_UP_ROWS:
         return
 
     def run() -> None:

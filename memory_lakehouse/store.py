@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 from . import policy as policy_rules
 from .audit import AuditLog, audit_trail
 from .browse import History, Listing
-from .catch_up import CATCH_UP_MODES, after_write
+from .catch_up import CATCH_UP_MODES, WritesInFlight, after_write
 from .context import Context
 from .errors import StoreError, ValidationError
 from .forget import ForgetReport, Ledger, PurgeReport
@@ -185,6 +185,7 @@ class MemoryStore:
         self.index_mode = index
         #: whether a small write takes its rows into what reads built (`catch_up.after_write`)
         self.catch_up = catch_up
+        self._writes_in_flight = WritesInFlight()
         budget = CacheBudget.of(READ_CACHE_BYTES if read_cache_bytes is None else read_cache_bytes)
         self.clock = StoreClock(clock)
         interval = interval_seconds(refresh)
@@ -312,8 +313,13 @@ class MemoryStore:
         Writes from several threads at once share commits (`group.GroupCommit`): each
         returns once its record is committed, with its own result or error.
         """
-        result = self.group_commit.write(record, self._principal(by), scope=scope, reason=reason, generation=generation)
-        self._written([result])
+        principal = self._principal(by)
+        self._writes_in_flight.enter()
+        try:
+            result = self.group_commit.write(record, principal, scope=scope, reason=reason, generation=generation)
+        finally:
+            alone = self._writes_in_flight.leave()
+        self._written([result], alone=alone)
         return result
 
     def write_many(
@@ -332,17 +338,22 @@ class MemoryStore:
         ``result.dropped``); the rest of the batch is written. So re-running a backfill
         after ``forget`` + ``purge`` does not bring the erased subject back.
         """
-        result = self.writer.commit(
-            list(records), self._principal(by), scope=scope, reason=reason, generation=generation
-        )
-        self._written(result)
+        principal = self._principal(by)
+        self._writes_in_flight.enter()
+        try:
+            result = self.writer.commit(list(records), principal, scope=scope, reason=reason, generation=generation)
+        finally:
+            alone = self._writes_in_flight.leave()
+        self._written(result, alone=alone)
         return result
 
-    def _written(self, results: Iterable[WriteResult]) -> None:
+    def _written(self, results: Iterable[WriteResult], *, alone: bool) -> None:
+        """After a commit: the background index build (``index="background"``) and the read
+        caches' catch-up (``catch_up="write"``, when no other write is in flight)."""
         if self.index_mode == "background":
             self.retriever.warm_up()
         if self.catch_up == "write":
-            after_write(self, results)
+            after_write(self, results, alone=alone)
 
     def batch(self, *, reason: str | None = None) -> Batch:
         """Records of many principals, one commit, each authorised by its own principal.
@@ -361,8 +372,12 @@ class MemoryStore:
         self, records: Sequence[Envelope], by: Sequence[Principal], *, reason: str | None = None
     ) -> BatchResult:
         self._check_open()
-        result = self.writer.commit(list(records), by[0], by_record=list(by), reason=reason)
-        self._written(result)
+        self._writes_in_flight.enter()
+        try:
+            result = self.writer.commit(list(records), by[0], by_record=list(by), reason=reason)
+        finally:
+            alone = self._writes_in_flight.leave()
+        self._written(result, alone=alone)
         return result
 
     def propose(

@@ -1,7 +1,7 @@
 """A small write takes its rows into what reads built for its org (`catch_up.after_write`),
 so the next read finds them there; a write builds nothing a read has not built; a big
-commit and ``catch_up="read"`` leave every step to the read; and what a reader is served
-is the same whoever took the steps."""
+commit, a write beside another and ``catch_up="read"`` leave every step to the read; and
+what a reader is served is the same whoever took the steps."""
 
 import logging
 from datetime import UTC, datetime, timedelta
@@ -92,6 +92,29 @@ def test_a_big_commit_or_catch_up_read_leaves_the_steps_to_the_read(tmp_path, ho
     assert any("advanced by the rows written since" in line for line in read), read
     assert any(f"index acme: added {many} row(s)" in line for line in read), read
     assert _served(_store(tmp_path / "s", now), BOB) == (hits, facts)
+
+
+def test_a_write_finishing_beside_another_leaves_the_steps_to_the_read(tmp_path):
+    """Writers in many threads (an agent serving many users) leave the steps to the reads,
+    which take the rows of many commits in one advance: a write that finishes while
+    another write of the store is under way does not catch up."""
+    now = [T0 + timedelta(days=3)]
+    store = _seeded(tmp_path / "s", now)
+    now[0] += timedelta(hours=1)
+    written: list[str] = []
+    store._writes_in_flight.enter()  # another thread's write, still under way
+    with store.tracer(written.append):
+        store.write(_fact("user:1", "Pro"), by=LEAD)
+    store._writes_in_flight.leave()
+    assert written == []
+    read: list[str] = []
+    with store.tracer(read.append):
+        assert _served(store, BOB)[1]["user:1"] == "Pro"
+    assert any("advanced by the rows written since" in line for line in read), read
+    written.clear()
+    with store.tracer(written.append):  # alone again: the write catches up
+        store.write(_fact("user:2", "Pro"), by=LEAD)
+    assert any("by the write" in line for line in written), written
 
 
 def test_who_takes_the_steps_changes_nothing_a_reader_is_served(tmp_path):
