@@ -70,12 +70,26 @@ def after_write(store: MemoryStore, results: Iterable[WriteResult], *, alone: bo
     added = [r for r in results if r.action in _ADDING]
     if not alone or not added or len(added) > CATCH_UP_ROWS:
         return
+    # only what reads built: asked first, as a write to a store nobody reads costs a basis
+    # (the ledger's and every table's refresh) and a lock a kind otherwise
+    cells = [
+        (kind, org)
+        for kind, org in dict.fromkeys((r.kind, r.scope.org) for r in added)
+        if store.vis.has_cells(kind, org)
+    ]
+    orgs = [
+        org
+        for org in dict.fromkeys(r.scope.org for r in added if r.kind in INDEXED_KINDS)
+        if store.retriever.loaded(org)
+    ]
+    if not cells and not orgs:
+        return
 
     def run() -> None:
         basis = store._basis()
-        for kind, org in dict.fromkeys((r.kind, r.scope.org) for r in added):
+        for kind, org in cells:
             store.vis.catch_up(kind, org, basis)
-        for org in dict.fromkeys(r.scope.org for r in added if r.kind in INDEXED_KINDS):
+        for org in orgs:
             store.retriever.catch_up(org)
 
     try:

@@ -886,7 +886,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         read does what it always does)."""
         with self._lock:
             self.lake.refresh(tables_for([kind]))
-            if self._refreshed(kind) or not self._holds_rows(kind, org) or not self._heads.get((kind, org)):
+            if self._refreshed(kind) or not self._holds_rows(kind, org) or not self.has_cells(kind, org):
                 return None
             state = self._state(kind, org)
             if self._held_cell(kind, org, basis, state) is not None:
@@ -900,6 +900,10 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                     f"heads of {kind} in {org} at {basis.describe()}: advanced by the rows written since, by the write"
                 )
             return "advanced by the rows written since"
+
+    def has_cells(self, kind: str, org: str) -> bool:
+        """Whether a read built *org*'s heads of *kind* (at any basis): what `catch_up` can advance."""
+        return bool(self._heads.get((kind, org)))
 
     def _held_cell(self, kind: str, org: str, basis: Basis, state: tuple[Any, ...]) -> OrgHeads | None:
         """A cell of *org* at *state* with no row boundary between its basis and *basis*, or None."""

@@ -644,6 +644,11 @@ class Retriever:
         )
         return state.rows
 
+    def loaded(self, org: str) -> bool:
+        """Whether a recall loaded *org*: its partition and BM25 model are in memory (`catch_up`)."""
+        known = self._orgs.get(org)
+        return known is not None and known.partition is not None and known.bm25 is not None
+
     def catch_up(self, org: str) -> bool:
         """After a write (`catch_up.after_write`): what the org's next recall does first, when a
         recall has loaded the org: its partition takes the rows written since (`sync`: embedded
@@ -651,8 +656,7 @@ class Retriever:
         recall would), and its position map takes their positions. An org no recall has
         loaded is left alone (building it is a recall's: a write never builds an index).
         Returns whether it caught up."""
-        known = self._orgs.get(org)
-        if known is None or known.partition is None or known.bm25 is None:
+        if not self.loaded(org):
             return False
         part = self.sync(org).partition
         bstate = self._bm25(org)
