@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+Committed = TypeVar("Committed", WriteResult, BatchResult)
 
 #: When rows are embedded into the vector index (`open`'s ``index=``).
 INDEX_MODES: tuple[str, ...] = ("on_recall", "background")
@@ -314,13 +315,9 @@ class MemoryStore:
         returns once its record is committed, with its own result or error.
         """
         principal = self._principal(by)
-        self._writes_in_flight.enter()
-        try:
-            result = self.group_commit.write(record, principal, scope=scope, reason=reason, generation=generation)
-        finally:
-            alone = self._writes_in_flight.leave()
-        self._written([result], alone=alone)
-        return result
+        return self._committed(
+            lambda: self.group_commit.write(record, principal, scope=scope, reason=reason, generation=generation)
+        )
 
     def write_many(
         self,
@@ -339,21 +336,24 @@ class MemoryStore:
         after ``forget`` + ``purge`` does not bring the erased subject back.
         """
         principal = self._principal(by)
+        return self._committed(
+            lambda: self.writer.commit(list(records), principal, scope=scope, reason=reason, generation=generation)
+        )
+
+    def _committed(self, commit: Callable[[], Committed]) -> Committed:
+        """Run *commit* (a write, a batch), then what follows a commit: the background index
+        build (``index="background"``) and the read caches' catch-up (``catch_up="write"``,
+        when no other write of the store was in flight: `catch_up.WritesInFlight`)."""
         self._writes_in_flight.enter()
         try:
-            result = self.writer.commit(list(records), principal, scope=scope, reason=reason, generation=generation)
+            result = commit()
         finally:
             alone = self._writes_in_flight.leave()
-        self._written(result, alone=alone)
-        return result
-
-    def _written(self, results: Iterable[WriteResult], *, alone: bool) -> None:
-        """After a commit: the background index build (``index="background"``) and the read
-        caches' catch-up (``catch_up="write"``, when no other write is in flight)."""
         if self.index_mode == "background":
             self.retriever.warm_up()
         if self.catch_up == "write":
-            after_write(self, results, alone=alone)
+            after_write(self, [result] if isinstance(result, WriteResult) else result, alone=alone)
+        return result
 
     def batch(self, *, reason: str | None = None) -> Batch:
         """Records of many principals, one commit, each authorised by its own principal.
@@ -372,13 +372,7 @@ class MemoryStore:
         self, records: Sequence[Envelope], by: Sequence[Principal], *, reason: str | None = None
     ) -> BatchResult:
         self._check_open()
-        self._writes_in_flight.enter()
-        try:
-            result = self.writer.commit(list(records), by[0], by_record=list(by), reason=reason)
-        finally:
-            alone = self._writes_in_flight.leave()
-        self._written(result, alone=alone)
-        return result
+        return self._committed(lambda: self.writer.commit(list(records), by[0], by_record=list(by), reason=reason))
 
     def propose(
         self, record: Envelope, *, by: Principal, scope: Scope | None = None, reason: str | None = None
