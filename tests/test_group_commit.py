@@ -50,13 +50,15 @@ def _concurrently(store: ml.MemoryStore, calls: Sequence[Callable[[], Any]]) -> 
     threads = [threading.Thread(target=run, args=(0,))]
     threads[0].start()
     assert started.wait(10)
+    deadline = time.monotonic() + 10
     for i in range(1, len(calls)):
         threads.append(threading.Thread(target=run, args=(i,)))
         threads[-1].start()
-    deadline = time.monotonic() + 10
-    while len(store.group_commit._waiting) < len(calls) - 1:  # every follower queued behind the leader
-        assert time.monotonic() < deadline, "the followers did not queue"
-        time.sleep(0.001)
+        # queued before the next one starts: the group holds the calls in the order given (two
+        # threads started in turn can reach the queue in either order)
+        while len(store.group_commit._waiting) < i:
+            assert time.monotonic() < deadline, "the followers did not queue"
+            time.sleep(0.001)
     release.set()
     for t in threads:
         t.join(10)
