@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -302,6 +302,14 @@ def _start(story: _Story) -> None:
         assert story.store.recall("okta", by=story.readers(org)[0], k=3)
 
 
+def _steps(story: _Story, lines: list[str]) -> Iterator[int]:
+    """The story's steps, each yielded once its batches are written, every trace line into *lines*."""
+    with story.store.tracer(lines.append):
+        for step in range(STEPS):
+            story.step(step)
+            yield step
+
+
 def _reads(story: _Story, org: str, *, subjects: bool = False) -> list[tuple[ml.Principal, str | None, str]]:
     """A read by every reader of *org*, in a random order: (reader, subject or None, query)."""
     readers = story.readers(org)
@@ -373,49 +381,47 @@ def test_vector_recall_after_batches_caught_up_into_the_partition_scores_each_ro
     story = _Story(tmp_path / "s", seed, mode)
     _start(story)
     lines: list[str] = []
-    with story.store.tracer(lines.append):
-        for step in range(STEPS):
-            story.step(step)
-            asked: list[tuple[ml.Principal, str, list[ml.Hit]]] = []
-            for org in ORGS:
-                reads = _reads(story, org)
-                for (who, _, query), visible in zip(
-                    reads, _visible(story.store, [(who, None) for who, _, _ in reads]), strict=True
-                ):
-                    context = (step, who.scope, query)
-                    hits = story.store.recall(query, by=who, k=1000, signals=("vector",))
-                    _check_hits(who, hits, visible, context)
-                    expected = _cosines(query, {rid: row.text for rid, row in visible.items()})
-                    got = [_signals(h)["vector"] for h in hits]
-                    assert [rank for rank, _ in got] == list(range(1, len(hits) + 1)), context
-                    for hit, (_, cosine) in zip(hits, got, strict=True):
-                        assert cosine == pytest.approx(expected[hit.record_id], abs=6e-4), (context, hit.record_id)
-                    ordered = [expected[h.record_id] for h in hits]
-                    assert all(a >= b - 1e-5 for a, b in zip(ordered, ordered[1:], strict=False)), context
-                    if story.rng.random() < 0.2:  # the search's own top k
-                        top = story.store.recall(query, by=who, k=3, signals=("vector",))
-                        best = sorted(expected.values(), reverse=True)[:3]
-                        assert [expected.get(h.record_id) for h in top] == pytest.approx(best, abs=1e-5), context
-                    asked.append((who, query, hits))
-                part = story.store.retriever._orgs[org].partition
-                assert part is not None
-                held = _indexable(story.store, org)
-                assert sorted(held) == sorted(part.labels), (step, org)  # every row, the newest included
-                ids = list(held)
-                vectors = _unit(part.vectors_of(ids))
-                assert np.allclose(vectors, _unit(EMBEDDER.embed([held[r] for r in ids])), atol=1e-5), (step, org)
-            if step % 2 == 0:
-                continue
-            fresh = story.fresh(str(step))  # every other step: every cache built from scratch
-            try:
-                for who, query, hits in story.rng.sample(asked, 6):
-                    again = fresh.recall(query, by=who, k=1000, signals=("vector",))
-                    theirs = {h.record_id: _signals(h)["vector"][1] for h in again}
-                    ours = {h.record_id: _signals(h)["vector"][1] for h in hits}
-                    assert ours.keys() == theirs.keys(), (step, who.scope, query)
-                    assert all(abs(ours[r] - theirs[r]) <= 1.1e-3 for r in ours), (step, who.scope, query)
-            finally:
-                fresh.close()
+    for step in _steps(story, lines):
+        asked: list[tuple[ml.Principal, str, list[ml.Hit]]] = []
+        for org in ORGS:
+            reads = _reads(story, org)
+            for (who, _, query), visible in zip(
+                reads, _visible(story.store, [(who, None) for who, _, _ in reads]), strict=True
+            ):
+                context = (step, who.scope, query)
+                hits = story.store.recall(query, by=who, k=1000, signals=("vector",))
+                _check_hits(who, hits, visible, context)
+                expected = _cosines(query, {rid: row.text for rid, row in visible.items()})
+                got = [_signals(h)["vector"] for h in hits]
+                assert [rank for rank, _ in got] == list(range(1, len(hits) + 1)), context
+                for hit, (_, cosine) in zip(hits, got, strict=True):
+                    assert cosine == pytest.approx(expected[hit.record_id], abs=6e-4), (context, hit.record_id)
+                ordered = [expected[h.record_id] for h in hits]
+                assert all(a >= b - 1e-5 for a, b in zip(ordered, ordered[1:], strict=False)), context
+                if story.rng.random() < 0.2:  # the search's own top k
+                    top = story.store.recall(query, by=who, k=3, signals=("vector",))
+                    best = sorted(expected.values(), reverse=True)[:3]
+                    assert [expected.get(h.record_id) for h in top] == pytest.approx(best, abs=1e-5), context
+                asked.append((who, query, hits))
+            part = story.store.retriever._orgs[org].partition
+            assert part is not None
+            held = _indexable(story.store, org)
+            assert sorted(held) == sorted(part.labels), (step, org)  # every row, the newest included
+            ids = list(held)
+            vectors = _unit(part.vectors_of(ids))
+            assert np.allclose(vectors, _unit(EMBEDDER.embed([held[r] for r in ids])), atol=1e-5), (step, org)
+        if step % 2 == 0:
+            continue
+        fresh = story.fresh(str(step))  # every other step: every cache built from scratch
+        try:
+            for who, query, hits in story.rng.sample(asked, 6):
+                again = fresh.recall(query, by=who, k=1000, signals=("vector",))
+                theirs = {h.record_id: _signals(h)["vector"][1] for h in again}
+                ours = {h.record_id: _signals(h)["vector"][1] for h in hits}
+                assert ours.keys() == theirs.keys(), (step, who.scope, query)
+                assert all(abs(ours[r] - theirs[r]) <= 1.1e-3 for r in ours), (step, who.scope, query)
+        finally:
+            fresh.close()
     # the path under test ran: catch-ups of several rows into a partition that held the org before
     added = [int(n) for n in _ADDED.findall("\n".join(lines))]
     assert sum(n >= 2 for n in added) >= 4, added
@@ -431,47 +437,45 @@ def test_bm25_recall_scores_rows_newer_than_the_model_as_the_model_scores_them(t
     story = _Story(tmp_path / "s", seed, mode)
     _start(story)
     lines: list[str] = []
-    with story.store.tracer(lines.append):
-        for step in range(STEPS):
-            story.step(step)
-            for org in ORGS:
-                reads = _reads(story, org)
-                for i, ((who, _, query), visible) in enumerate(
-                    zip(reads, _visible(story.store, [(who, None) for who, _, _ in reads]), strict=True)
-                ):
-                    # every other step a read with vectors first: its catch-up keeps the new rows' texts
-                    fused = (i == 0 and step % 2 == 0) or story.rng.random() < 0.2
-                    signals = ("vector", "bm25") if fused else ("bm25",)
-                    context = (step, who.scope, signals, query)
-                    hits = story.store.recall(query, by=who, k=1000, signals=signals)
-                    _check_hits(who, hits, visible, context)
-                    state = story.store.retriever._orgs[org]
-                    model, held = state.bm25, state.bm25_ids
-                    assert model is not None and held is not None
-                    ranked: dict[str, list[tuple[int, float]]] = {"bm25": [], "bm25-new": []}
-                    for hit in hits:
-                        text = visible[hit.record_id].text
-                        expected = float(model.scores_of(query, [text])[0])  # the model's statistics, one row
-                        lists = {n: s for n, s in _signals(hit).items() if n.startswith("bm25")}
-                        if fused:
-                            coverage = float(model.coverage_of(query, [text])[0])
-                            assert float(_FUSED.findall("; ".join(hit.why))[0][1]) == pytest.approx(coverage, abs=6e-3)
-                        if expected <= 0:
-                            assert not lists, (context, hit.record_id)  # no word of the query: in no BM25 list
-                            continue
-                        name = "bm25" if hit.record_id in held else "bm25-new"
-                        assert list(lists) == [name], (context, hit.record_id, lists)
-                        rank, score = lists[name]
-                        assert score == pytest.approx(expected, abs=1.1e-3), (context, hit.record_id)
-                        ranked[name].append((rank, expected))
-                    for name, pairs in ranked.items():  # each list ranks all its rows, by score
-                        pairs.sort()
-                        assert [rank for rank, _ in pairs] == list(range(1, len(pairs) + 1)), (context, name)
-                        scores = [score for _, score in pairs]
-                        assert all(a >= b - 1e-4 for a, b in zip(scores, scores[1:], strict=False)), (context, name)
-                    # never staler than the share allows (`_bm25` counts the org's rows against it)
-                    newer = len(_indexable(story.store, org)) - model.size
-                    assert newer <= BM25_STALE_SHARE * max(1, model.size), (context, newer, model.size)
+    for step in _steps(story, lines):
+        for org in ORGS:
+            reads = _reads(story, org)
+            for i, ((who, _, query), visible) in enumerate(
+                zip(reads, _visible(story.store, [(who, None) for who, _, _ in reads]), strict=True)
+            ):
+                # every other step a read with vectors first: its catch-up keeps the new rows' texts
+                fused = (i == 0 and step % 2 == 0) or story.rng.random() < 0.2
+                signals = ("vector", "bm25") if fused else ("bm25",)
+                context = (step, who.scope, signals, query)
+                hits = story.store.recall(query, by=who, k=1000, signals=signals)
+                _check_hits(who, hits, visible, context)
+                state = story.store.retriever._orgs[org]
+                model, held = state.bm25, state.bm25_ids
+                assert model is not None and held is not None
+                ranked: dict[str, list[tuple[int, float]]] = {"bm25": [], "bm25-new": []}
+                for hit in hits:
+                    text = visible[hit.record_id].text
+                    expected = float(model.scores_of(query, [text])[0])  # the model's statistics, one row
+                    lists = {n: s for n, s in _signals(hit).items() if n.startswith("bm25")}
+                    if fused:
+                        coverage = float(model.coverage_of(query, [text])[0])
+                        assert float(_FUSED.findall("; ".join(hit.why))[0][1]) == pytest.approx(coverage, abs=6e-3)
+                    if expected <= 0:
+                        assert not lists, (context, hit.record_id)  # no word of the query: in no BM25 list
+                        continue
+                    name = "bm25" if hit.record_id in held else "bm25-new"
+                    assert list(lists) == [name], (context, hit.record_id, lists)
+                    rank, score = lists[name]
+                    assert score == pytest.approx(expected, abs=1.1e-3), (context, hit.record_id)
+                    ranked[name].append((rank, expected))
+                for name, pairs in ranked.items():  # each list ranks all its rows, by score
+                    pairs.sort()
+                    assert [rank for rank, _ in pairs] == list(range(1, len(pairs) + 1)), (context, name)
+                    scores = [score for _, score in pairs]
+                    assert all(a >= b - 1e-4 for a, b in zip(scores, scores[1:], strict=False)), (context, name)
+                # never staler than the share allows (`_bm25` counts the org's rows against it)
+                newer = len(_indexable(story.store, org)) - model.size
+                assert newer <= BM25_STALE_SHARE * max(1, model.size), (context, newer, model.size)
     # the paths under test ran: several newer rows ranked apart in one recall, and the model rebuilt
     text = "\n".join(lines)
     newer_lists = [int(n) for n in _NEWER.findall(text)]
