@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from .maintenance import MaintenancePolicy
 from .progress import Progress
-from .records import Fact
+from .records import Fact, Preference
 from .scope import Principal, Scope
 
 if TYPE_CHECKING:
@@ -362,6 +362,25 @@ def run_store(
     store.catch_up = "read"
     writes_then_reads("-on-read")
     store.catch_up = "write"
+    # a conversation's capture: the fact and the preference it yielded in one commit (a
+    # transaction over two tables), then the first recall by a new actor of another org
+    # and of the writer's own
+    for i in range(min(rounds, 40)):
+        org, other = ORGS[i % 20], ORGS[(i + 7) % 20]
+        said = Scope(org, "support")
+        lead = Principal(f"lead-{org}", Scope(org), role="curator")
+        capture = [
+            Fact(f"captured:{i}", "plan", f"value {i}", clock.now, source="bench@v1", scope=said),
+            Preference(f"captured:{i}", "tone", f"tone {i}", clock.now, source="bench@v1", scope=said),
+        ]
+        clocked("mixed-write", partial(store.write_many, capture, by=lead))
+        away = actor_principal(other, f"team{1 + i % 4}", f"mixed{i}")
+        clocked("mixed-recall-other", partial(store.recall, queries[i], by=away, k=k))
+        own = actor_principal(org, f"team{1 + i % 4}", f"mixed{i}")
+        clocked("mixed-recall-own", partial(store.recall, queries[rounds + i], by=own, k=k))
+    out["write_many_fact_and_preference"] = _stats(*samples["mixed-write"])
+    out["recall_first_after_mixed_kind_write_other_org"] = _stats(*samples["mixed-recall-other"])
+    out["recall_first_after_mixed_kind_write_own_org"] = _stats(*samples["mixed-recall-own"])
     out["single_write_on_built_store"] = _stats(*samples["write"])
     out["single_write_on_built_store_catch_up_on_read"] = _stats(*samples["write-on-read"])
     out["get_fact_first_after_own_org_write_catch_up_on_read"] = _stats(*samples["get-on-read"])
@@ -753,6 +772,21 @@ def markdown(result: dict[str, Any]) -> str:
                 ),
                 ("get_fact p50, an org's first read after a forget", "get_fact_first_of_an_org_after_a_forget"),
                 ("recall p50, an org's first read after a forget", "recall_first_of_an_org_after_a_forget"),
+            )
+            if key in s
+        ),
+        *(
+            (f"{label} (ms)", lat(s, key), (None, None), False)
+            for label, key in (
+                ("write_many p50, a fact and a preference in one commit", "write_many_fact_and_preference"),
+                (
+                    "recall p50, first after a fact + preference commit, another org",
+                    "recall_first_after_mixed_kind_write_other_org",
+                ),
+                (
+                    "recall p50, first after a fact + preference commit, own org",
+                    "recall_first_after_mixed_kind_write_own_org",
+                ),
             )
             if key in s
         ),

@@ -68,6 +68,10 @@ def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload_and
     # the round with a forget in the ledger: its writes supersede a slot, its reads follow a write
     assert store["single_write_superseding_with_a_forget_in_the_ledger"]["superseded"] == 5
     assert store["recall_first_after_own_org_write_with_a_forget_in_the_ledger"]["n"] == 5
+    # a capture's fact and preference in one commit, then the first recalls after it
+    assert (
+        store["write_many_fact_and_preference"]["n"] == store["recall_first_after_mixed_kind_write_other_org"]["n"] == 5
+    )
     # reads at past bases of their own need each org's history: read by a query once, then picked
     cache = store["read_cache"]
     assert cache["history_queries"] >= 1 and cache["history_picks"] >= 1 and cache["bound_mb"] == 512
@@ -78,6 +82,7 @@ def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload_and
     assert compacted["fact_files"] == 20 < again["fact_files"] == compacted["compacted_files_removed"]
     table = bench_tenants.markdown(out)
     assert "| recall p50, each query a new actor (ms) |" in table and "store / floor" in table
+    assert "| recall p50, first after a fact + preference commit, another org (ms) |" in table
     assert f"| {cache['history_queries']} ({cache['history_picks']}) |" in table
     assert f"| reopened in a process of its own, compacted (20 fact files): open (s) | {compacted['open_s']} |" in table
 
