@@ -341,9 +341,10 @@ class MemoryStore:
         )
 
     def _committed(self, commit: Callable[[], Committed]) -> Committed:
-        """Run *commit* (a write, a batch), then what follows a commit: the background index
-        build (``index="background"``) and the read caches' catch-up (``catch_up="write"``,
-        when no other write of the store was in flight: `catch_up.WritesInFlight`)."""
+        """Run *commit* (a write, a batch, a proposal, an approval, a retraction, a capture's
+        commits), then what follows a commit: the background index build
+        (``index="background"``) and the read caches' catch-up (``catch_up="write"``, when
+        no other write of the store was in flight: `catch_up.WritesInFlight`)."""
         self._writes_in_flight.enter()
         try:
             result = commit()
@@ -378,17 +379,24 @@ class MemoryStore:
         self, record: Envelope, *, by: Principal, scope: Scope | None = None, reason: str | None = None
     ) -> WriteResult:
         """Record a draft (status ``proposed``): never recalled as memory until approved."""
-        return self.writer.commit_one(
-            record, self._principal(by), scope=scope, reason=reason, status="proposed", op="propose"
+        principal = self._principal(by)
+        return self._committed(
+            lambda: self.writer.commit_one(
+                record, principal, scope=scope, reason=reason, status="proposed", op="propose"
+            )
         )
 
     def approve(self, record_id: str, *, by: Principal, reason: str | None = None, **corrections: Any) -> WriteResult:
         """Promote a proposal to active memory, with optional corrections. Agents cannot approve."""
-        return self.writer.approve(record_id, self._principal(by), reason=reason, corrections=corrections)
+        principal = self._principal(by)
+        return self._committed(
+            lambda: self.writer.approve(record_id, principal, reason=reason, corrections=corrections)
+        )
 
     def retract(self, record_id: str, *, by: Principal, reason: str) -> WriteResult:
         """End a record: a new row that hides it from every later read (history keeps it)."""
-        return self.writer.retract(record_id, self._principal(by), reason=reason)
+        principal = self._principal(by)
+        return self._committed(lambda: self.writer.retract(record_id, principal, reason=reason))
 
     def load(
         self,

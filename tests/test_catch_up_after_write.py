@@ -65,6 +65,42 @@ def test_a_small_write_takes_its_rows_into_the_heads_and_index_the_next_read_fin
     assert _served(fresh, BOB) == (hits, facts)
 
 
+BOT = ml.Principal("bot", ml.Scope("acme", "support"), role="agent")
+
+
+def _approved(store):
+    proposal = store.propose(_fact("user:3", "Team"), by=BOT)
+    return store.approve(proposal.record_id, by=LEAD)
+
+
+def _captured(store):
+    said = [{"role": "user", "text": "I prefer window seats on long flights"}]
+    return store.capture("s-1", said, by=LEAD, subject="user:3", scope=ml.Scope("acme", "support")).result()
+
+
+@pytest.mark.parametrize("flow", [_approved, _captured], ids=["approve", "capture"])
+def test_an_approval_and_a_capture_take_their_rows_in_as_a_write_does(tmp_path, flow):
+    """Every commit goes through what follows a commit (`store._committed`): an approved
+    proposal and a conversation's captured memory are the next read's to find, as a
+    write's are (the capture's turns and extracted record go to kinds no read has built
+    heads of: only the index takes them in)."""
+    now = [T0 + timedelta(days=3)]
+    store = _seeded(tmp_path / "s", now)
+    now[0] += timedelta(hours=1)
+    written: list[str] = []
+    with store.tracer(written.append):
+        flow(store)
+    assert any("index acme: added 1 row(s)" in line for line in written), written
+    if flow is _approved:
+        assert any("heads of fact in acme" in line and "by the write" in line for line in written), written
+    read: list[str] = []
+    with store.tracer(read.append):
+        got = store.recall("Team window seats", by=BOB, k=20)
+    assert not any("row(s) newer than the partition" in line for line in read), read
+    assert not any("advanced by the rows written since" in line and "by the write" not in line for line in read)
+    assert ("Team" if flow is _approved else "window seats") in " ".join(h.text for h in got)
+
+
 def test_a_write_builds_nothing_no_read_has_built(tmp_path):
     now = [T0 + timedelta(days=3)]
     store = _seeded(tmp_path / "s", now)

@@ -174,14 +174,16 @@ def capture(
     generations = dict(store.ledger.generations(keys))  # before the turns exist: a forget from here on is seen
     generations = {k: generations.get(k, 0) for k in keys}
     status = "proposed" if by.role == "agent" else "active"
-    written = store.writer.commit(
-        turns,
-        by,
-        scope=scope,
-        status=status,
-        op="propose" if status == "proposed" else "write",
-        reason="conversation capture",
-        generation=generations,
+    written = store._committed(
+        lambda: store.writer.commit(
+            turns,
+            by,
+            scope=scope,
+            status=status,
+            op="propose" if status == "proposed" else "write",
+            reason="conversation capture",
+            generation=generations,
+        )
     )
     task = ExtractionTask(
         session_id, tuple(r.record_id for r in written), generations, subject, scope.path if scope is not None else None
@@ -233,14 +235,16 @@ def write_extracted(
     for c in candidates:  # a subject the extractor names: its generation as of now (the turns' still guard it)
         generations.setdefault(subject_key(c.subject_name), store.generation(c.subject_name))
     try:
-        result = store.writer.commit(
-            list(candidates),
-            by,
-            scope=scope,
-            status=status,
-            generation=generations,
-            op="propose" if status == "proposed" else "write",
-            reason=f"extracted from a conversation by {source}",
+        result = store._committed(
+            lambda: store.writer.commit(
+                list(candidates),
+                by,
+                scope=scope,
+                status=status,
+                generation=generations,
+                op="propose" if status == "proposed" else "write",
+                reason=f"extracted from a conversation by {source}",
+            )
         )
         sightings = [  # a restated preference lives on: its sighting carries the refreshed expiry
             Sighting(
@@ -257,7 +261,11 @@ def write_extracted(
             if turn.record_id is not None
         ]
         seen = (
-            store.writer.commit(sightings, by, generation=generations, reason="seen again in a conversation")
+            store._committed(
+                lambda: store.writer.commit(
+                    sightings, by, generation=generations, reason="seen again in a conversation"
+                )
+            )
             if sightings
             else None
         )
