@@ -979,10 +979,13 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             self._history_picks += 1
             return window[2], "picked from the org's history (the last one read)"
         older = held if held is not None else window[1:] if window is not None and window[0] == key else None
-        history = self._history_advanced(kind, org, older, state) if older is not None else None
-        if history is not None:
+        advanced = self._history_advanced(kind, org, older, state) if older is not None else None
+        if advanced is not None:
             self._history_advances += 1
-            how = "picked from the org's history, advanced by the rows written since"
+            history, retracting = advanced
+            how = "picked from the org's history, advanced by the rows written since" + (
+                " (a retraction among them)" if retracting else ""
+            )
         else:
             self._history_queries += 1
             table = self._register(kind)
@@ -999,17 +1002,54 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
 
     def _history_advanced(
         self, kind: str, org: str, older: tuple[tuple[Any, ...], OrgHistory], state: tuple[Any, ...]
-    ) -> OrgHistory | None:
+    ) -> tuple[OrgHistory, bool] | None:
         """*older* (a state and the org's history then) advanced by the org's rows appended
-        since, when the state differs by those appends only (same snapshot epoch, same ledger
-        state) and they can advance it (`_appended_to_advance`); otherwise None (the query
-        runs)."""
+        since, and whether a retraction was among them; when the state differs by those
+        appends only (same snapshot epoch, same ledger state) and they can advance it
+        (`_appended_to_advance`, `_retracted_by`); otherwise None (the query runs)."""
         (o_epoch, o_appends, o_ledger), history = older
         epoch, appends, ledger = state
         if o_epoch != epoch or o_ledger != ledger or o_appends >= appends:
             return None
-        appended = self._appended_to_advance(kind, org, o_appends)
-        return None if appended is None else history.advanced(history_candidates(*appended))
+        appended = self._appended_to_advance(kind, org, o_appends, retractions=True)
+        if appended is None:
+            return None
+        retracted = self._retracted_by(kind, org, appended[0])
+        if retracted is None:
+            return None
+        return history.advanced(history_candidates(*appended), retracted=retracted), bool(retracted)
+
+    def _retracted_by(self, kind: str, org: str, rows: pa.Table) -> dict[int, int] | None:
+        """The positions of the rows *rows*' retractions retract, each with when the earliest of
+        those became known (µs): what `retractions_sql` gives the mirror's ``retracted_since``
+        (a retraction counts once known, hidden or not), over the rows appended since a
+        history was read, which held the older retractions' instants already.
+
+        A retraction is a row of its target's slot (`write.Writer.retract` copies the
+        target), so the target is found among its slot's rows (`lake.Lake.slot_positions`).
+        None when a target is not there or not of *org*: the query decides.
+        """
+        retraction = pc.and_(pc.equal(rows.column("status"), "retracted"), pc.is_valid(rows.column("known_since")))
+        picked = rows.filter(pc.fill_null(retraction, _FALSE_SCALAR))
+        if not picked.num_rows:
+            return {}
+        snapshot = self.lake.all_rows(kind)
+        targets = take_rows(snapshot.select(["supersedes"]), picked.column("_row")).column(0).to_pylist()
+        known = picked.column("known_since").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
+        lineages = set(picked.column("lineage_id").to_pylist())
+        positions = self.lake.slot_positions(kind, lineages)
+        slot = take_rows(snapshot.select(["record_id", "org"]), positions)
+        ids, orgs = slot.column(0).to_pylist(), slot.column(1).to_pylist()
+        where = dict(zip(ids, zip(positions.tolist(), orgs, strict=True), strict=True))
+        out: dict[int, int] = {}
+        for target, at in zip(targets, known, strict=True):
+            if target is None:  # names no row: retracts nothing
+                continue
+            hit = where.get(target)
+            if hit is None or hit[1] != org:
+                return None
+            out[hit[0]] = min(out.get(hit[0], at), at)
+        return out
 
     def _keep_history(self, key: tuple[str, str], state: tuple[Any, ...], history: OrgHistory) -> None:
         """Hold *history*, pushing out the least recently picked ones past the bytes."""
@@ -1076,11 +1116,15 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             return cell.heads.advanced(appended_candidates(rows, basis, hidden), kind)
         return None
 
-    def _appended_to_advance(self, kind: str, org: str, since: int) -> tuple[pa.Table, set[int]] | None:
+    def _appended_to_advance(
+        self, kind: str, org: str, since: int, *, retractions: bool = False
+    ) -> tuple[pa.Table, set[int]] | None:
         """*org*'s rows of *kind* appended after its first *since* appends, with ``_row`` (the
         columns the advances read: `_advance_columns`), and the positions of those the ledger
-        hides; None when they cannot advance what was built before them: a retraction among
-        them (it changes an older row's ``retracted_since``), or more than `ADVANCE_ROWS`."""
+        hides; None when they cannot advance what was built before them: more than
+        `ADVANCE_ROWS`, or, unless the caller takes *retractions* (a history: `_retracted_by`),
+        a retraction among them (it changes an older row's ``retracted_since``, and so which
+        version of its (slot, scope) heads it: a cell holds the heads only)."""
         ledger = self._forgotten
         names = _advance_columns(kind, ledger=not ledger.empty)
         named = self._boundaries(kind).chunks[org][since:]
@@ -1096,7 +1140,9 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         ours = pc.equal(pa.chunked_array([c.column("org") for c in picked]).combine_chunks(), org)
         if not pc.all(ours).as_py():
             appended = appended.filter(ours)
-        if appended.num_rows > ADVANCE_ROWS or pc.any(pc.equal(appended.column("status"), "retracted")).as_py():
+        if appended.num_rows > ADVANCE_ROWS or (
+            not retractions and pc.any(pc.equal(appended.column("status"), "retracted")).as_py()
+        ):
             return None
         # the mirror's verdict only when the ledger could hide one of these rows: bringing the
         # mirror up to date for it cost a read after a write ~13 ms at 100k

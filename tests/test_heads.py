@@ -267,10 +267,51 @@ def test_histories_advanced_by_each_write_serve_what_the_query_returns(tmp_path,
         if step == 35:
             before_forget.append(store.read_cache_stats().history_advances)
 
-    store = _reads_after_each_write(tmp_path, rng, minutes=600, read=read)
+    lines: list[str] = []
+    store = _reads_after_each_write(tmp_path, rng, minutes=600, read=read, lines=lines)
     stats = store.read_cache_stats()
     assert stats.history_advances >= 30, stats  # the path under test ran, before and after the forget
     assert 10 <= before_forget[0] < stats.history_advances - 10, (before_forget, stats)
+    assert any("(a retraction among them)" in line for line in lines), "no history advanced past a retraction"
+
+
+def test_a_retraction_advances_the_orgs_history_instead_of_querying_it_again(tmp_path):
+    """The org's history takes a retraction in (`OrgHistory.advanced`: the retracted
+    version's ``retracted_since``): reads now and at past bases pick from it without a
+    query, and get what the per-reader query returns: the version before the retracted one
+    now, the retracted one at a basis before the retraction was known."""
+    now = [T0 + timedelta(days=10)]
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    lead = ml.Principal("lead-acme", ml.Scope("acme"), role="steward")
+    ann = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
+    scope = ml.Scope("acme", "support")
+    store.write(ml.Fact("user:1", "plan", "Free", T0, source="crm", scope=scope), by=lead)
+    store.write(ml.Fact("user:2", "plan", "Team", T0, source="crm", scope=scope), by=lead)
+    now[0] += timedelta(hours=1)
+    pro = store.write(ml.Fact("user:1", "plan", "Pro", T0 + timedelta(days=2), source="crm", scope=scope), by=lead)
+    now[0] += timedelta(hours=1)
+    before = now[0]
+    assert present(store.get_fact("user:1", "plan", by=ann, as_of=before - timedelta(minutes=30))).value == "Pro"
+    assert store.read_cache_stats().history_queries == 1  # a past basis: the org's history, read once
+    now[0] += timedelta(hours=1)
+    store.retract(pro.record_id, by=lead, reason="entered on the wrong account")
+    now[0] += timedelta(hours=1)
+    lines: list[str] = []
+    with store.tracer(lines.append):
+        assert present(store.get_fact("user:1", "plan", by=ann)).value == "Free"
+        assert present(store.get_fact("user:1", "plan", by=ann, as_of=before)).value == "Pro"
+    assert store.read_cache_stats().history_queries == 1, lines
+    assert any("(a retraction among them)" in line for line in lines), lines
+    # retracted again (the version itself stays active): the earliest retraction known counts
+    between = now[0]
+    now[0] += timedelta(hours=1)
+    store.retract(pro.record_id, by=lead, reason="still the wrong account")
+    now[0] += timedelta(hours=1)
+    assert present(store.get_fact("user:1", "plan", by=ann, as_of=between)).value == "Free"
+    assert store.read_cache_stats().history_queries == 1
+    bases = [store._basis(None, None, None), store._basis(before, None, None), store._basis(between, None, None)]
+    bases.append(store._basis(None, now[0], T0))
+    _compare(store, random.Random(1), [ann, lead], bases, reads=6)
 
 
 def test_advanced_heads_keep_hiding_an_appended_row_the_ledger_forgets(tmp_path):
