@@ -1,4 +1,5 @@
-"""The write path's reconcile lookup (`Visibility.slot_versions`) answers as the one query over the mirror.
+"""The write path's reconcile lookup (`Visibility.slot_versions`) and its look-up of a record
+by id (`Visibility.by_ids`) answer as the one query over the mirror.
 
 `slot_versions` finds a batch's slots by position in the Arrow snapshot and asks
 which of those rows the rule turns away of them alone (`Visibility._turned_away`:
@@ -52,7 +53,21 @@ def _lookups_agree(store: ml.MemoryStore, kind: str) -> int:
     for lineage in lineages:
         by_sql = vis._slot_versions_sql(kind, f"rows_{kind}", [lineage]).to_pylist()
         assert vis.slot_versions(kind, [lineage]).to_pylist() == by_sql
+    _by_ids_agree(store, kind)
     return fast.num_rows
+
+
+def _by_ids_agree(store: ml.MemoryStore, kind: str) -> None:
+    """`by_ids` (a scan of the Arrow ids, the ledger asked only when it may hide one) answers
+    as the query over the mirror: every stored id at once (proposals, retractions, forgotten
+    rows, an id twice, one never stored), then one at a time."""
+    vis = store.vis
+    ids = store.lake.all_rows(kind).column("record_id").to_pylist()
+    asked = [*ids, ids[0], "fac_" + "0" * 32]
+    fast = vis.by_ids(kind, asked).to_pylist()
+    assert fast == vis._by_ids_sql(kind, asked).to_pylist()
+    for record_id in ids[::2]:
+        assert vis.by_ids(kind, [record_id]).to_pylist() == vis._by_ids_sql(kind, [record_id]).to_pylist()
 
 
 @pytest.mark.parametrize("seed", range(6))
