@@ -1025,9 +1025,10 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         (a retraction counts once known, hidden or not), over the rows appended since a
         history was read, which held the older retractions' instants already.
 
-        A retraction is a row of its target's slot (`write.Writer.retract` copies the
-        target), so the target is found among its slot's rows (`lake.Lake.slot_positions`).
-        None when a target is not there or not of *org*: the query decides.
+        The targets are found by a scan of the snapshot's ids (~0.7 ms at 100k rows), not
+        the writer's slot index, which a process that only reads has not built (~120 MB at
+        1M). None when a target is of another org (a retraction copies its target's scope:
+        `write.Writer.retract`; a row written otherwise), so the query decides.
         """
         retraction = pc.and_(pc.equal(rows.column("status"), "retracted"), pc.is_valid(rows.column("known_since")))
         picked = rows.filter(pc.fill_null(retraction, _FALSE_SCALAR))
@@ -1036,17 +1037,18 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         snapshot = self.lake.all_rows(kind)
         targets = take_rows(snapshot.select(["supersedes"]), picked.column("_row")).column(0).to_pylist()
         known = picked.column("known_since").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
-        lineages = set(picked.column("lineage_id").to_pylist())
-        positions = self.lake.slot_positions(kind, lineages)
-        slot = take_rows(snapshot.select(["record_id", "org"]), positions)
-        ids, orgs = slot.column(0).to_pylist(), slot.column(1).to_pylist()
+        named = pa.array([t for t in targets if t is not None], pa.string())
+        found = pc.fill_null(pc.is_in(snapshot.column("record_id"), value_set=named), _FALSE_SCALAR)
+        positions = np.flatnonzero(found.to_numpy(zero_copy_only=False))
+        hits = take_rows(snapshot.select(["record_id", "org"]), positions)
+        ids, orgs = hits.column(0).to_pylist(), hits.column(1).to_pylist()
         where = dict(zip(ids, zip(positions.tolist(), orgs, strict=True), strict=True))
         out: dict[int, int] = {}
         for target, at in zip(targets, known, strict=True):
-            if target is None:  # names no row: retracts nothing
+            hit = where.get(target) if target is not None else None
+            if hit is None:  # names no stored row: retracts nothing
                 continue
-            hit = where.get(target)
-            if hit is None or hit[1] != org:
+            if hit[1] != org:
                 return None
             out[hit[0]] = min(out.get(hit[0], at), at)
         return out
