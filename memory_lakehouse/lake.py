@@ -1283,6 +1283,16 @@ class Lake:
             assert slots.rows == self.views[kind].num_rows
             return slots.positions(lineage_ids)
 
+    def id_positions(self, kind: str, record_ids: Iterable[str]) -> np.ndarray:
+        """The positions in `all_rows` of the rows with those record ids, ascending: a scan of
+        the ids (~0.7 ms at 100k rows) that needs nothing built, unlike the writer's slot
+        index (`slot_positions`), which a process that only reads has not (~120 MB at 1M)."""
+        wanted = pa.array(list(dict.fromkeys(record_ids)), pa.string())
+        if not len(wanted):
+            return np.empty(0, dtype=np.int64)
+        found = pc.is_in(self.all_rows(kind).column("record_id"), value_set=wanted)
+        return np.flatnonzero(pc.fill_null(found, False).to_numpy(zero_copy_only=False)).astype(np.int64)
+
     def all_rows(self, kind: str) -> pa.Table:
         """Every row of the snapshot with its system-time columns (null while incomplete).
 

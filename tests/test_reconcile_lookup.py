@@ -58,16 +58,19 @@ def _lookups_agree(store: ml.MemoryStore, kind: str) -> int:
 
 
 def _by_ids_agree(store: ml.MemoryStore, kind: str) -> None:
-    """`by_ids` (a scan of the Arrow ids, the ledger asked only when it may hide one) answers
-    as the query over the mirror: every stored id at once (proposals, retractions, forgotten
-    rows, an id twice, one never stored), then one at a time."""
+    """`by_ids` (a scan of the Arrow ids, the ledger asked only when it may hide one) finds
+    the rows the query over the mirror finds: every stored id at once (proposals,
+    retractions, forgotten rows, an id twice, one never stored), then one at a time."""
     vis = store.vis
     ids = store.lake.all_rows(kind).column("record_id").to_pylist()
     asked = [*ids, ids[0], "fac_" + "0" * 32]
-    fast = vis.by_ids(kind, asked).to_pylist()
-    assert fast == vis._by_ids_sql(kind, asked).to_pylist()
-    for record_id in ids[::2]:
-        assert vis.by_ids(kind, [record_id]).to_pylist() == vis._by_ids_sql(kind, [record_id]).to_pylist()
+    store.lake.refresh()
+    with vis._lock:
+        slow = vis._id_positions_sql(kind, asked).tolist()
+        assert vis._id_positions(kind, asked).tolist() == slow
+        for record_id in ids[::2]:
+            assert vis._id_positions(kind, [record_id]).tolist() == vis._id_positions_sql(kind, [record_id]).tolist()
+    assert vis.by_ids(kind, asked).column("record_id").to_pylist() == [ids[p] for p in slow]
 
 
 @pytest.mark.parametrize("seed", range(6))
