@@ -67,12 +67,12 @@ tombstones AS (               -- forgotten subjects, inside the steward's subtre
     FROM ledger WHERE op = 'forget'
 ),
 forgotten_records AS (SELECT DISTINCT unnest(record_ids) AS record_id FROM ledger WHERE op = 'forget'),
-retractions AS (              -- when each retraction became known
-    SELECT supersedes AS record_id, min(known_since) AS retracted_since FROM known
-    WHERE status = 'retracted' AND supersedes IS NOT NULL GROUP BY supersedes
+retractions AS (              -- when each retraction became known, in its own org
+    SELECT org, supersedes AS record_id, min(known_since) AS retracted_since FROM known
+    WHERE status = 'retracted' AND supersedes IS NOT NULL GROUP BY org, supersedes
 ),
 candidates AS (
-    SELECT k.* FROM known k LEFT JOIN retractions x ON x.record_id = k.record_id
+    SELECT k.* FROM known k LEFT JOIN retractions x ON x.record_id = k.record_id AND x.org = k.org
     WHERE k.status = 'active'                                    -- no proposals, no retraction rows
       AND k.org = $org                                           -- scope: own and ancestors' only
       AND (k.division IS NULL OR k.division = $division)

@@ -167,12 +167,22 @@ def forgotten_sql(alias: str) -> str:
 
 
 def retractions_sql(rows: str, *, since_row: int = 0) -> str:
-    """When each retracted row's retraction became known: ``supersedes`` (the retracted
-    record id) and the earliest ``known_since`` of a retraction of it among *rows*
-    (from ``_row`` *since_row* on). An as-of read before that still sees the row."""
-    return f"""SELECT supersedes, min(known_since) AS known_since FROM {rows}
+    """When each retracted row's retraction became known: ``org`` and ``supersedes`` (the
+    retracted record id) and the earliest ``known_since`` of a retraction of it among
+    *rows* (from ``_row`` *since_row* on). An as-of read before that still sees the row.
+
+    A retraction acts within its own org: callers join on the org as well as the id
+    (`RETRACTION_JOIN`). `retract` writes it at its target's scope; a row written by
+    hand in another org retracts nothing, as every other rule of the query keeps one
+    org's rows from changing what another org's readers are served (and so what each
+    org's remembered reads depend on stays the org's own: `Visibility._state`)."""
+    return f"""SELECT org, supersedes, min(known_since) AS known_since FROM {rows}
       WHERE _row >= {int(since_row)} AND status = 'retracted' AND supersedes IS NOT NULL AND known_since IS NOT NULL
-      GROUP BY supersedes"""
+      GROUP BY org, supersedes"""
+
+
+#: How a row ``t`` meets the retractions of it (`retractions_sql` as ``x``): its id, in its own org.
+RETRACTION_JOIN = "x.supersedes = t.record_id AND x.org = t.org"
 
 
 def refreshed_expiry_sql(sightings: str, known_at: str, valid_at: str, alias: str = "r") -> str:
@@ -611,7 +621,7 @@ class Visibility:
         self.con.execute(f"""
 UPDATE {name} t SET retracted_since = x.known_since
 FROM ({retractions_sql(name, since_row=since_row)}) x
-WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_since > x.known_since)""")
+WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.known_since)""")
 
     def execute(self, sql: str, params: Mapping[str, Any]) -> pa.Table:
         """Run one query and consume its result (DuckDB 2 refuses a second open result)."""
@@ -988,8 +998,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
             )
         else:
             self._history_queries += 1
-            table = self._register(kind)
-            history = OrgHistory.of(self.execute(history_sql(f"{table} r", kind), {"org": org}), kind)
+            history = OrgHistory.of(self._history_rows(kind, org), kind)
             how = "picked from the org's history, read by one query"
         self._histories.pop(key, None)  # one of an older state
         if self._history_fits(history.nbytes):
@@ -999,6 +1008,39 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
                 self._keep_history(*window)
             self._history_window = (key, state, history)
         return history, how
+
+    def _history_rows(self, kind: str, org: str) -> pa.Table:
+        """`history_sql` for *org*, asked of the org's rows of the snapshot rather than of the mirror.
+
+        Why: the mirror holds every org's rows, and a process's first read of a kind copied
+        them all into DuckDB to ask for one org's (~300 ms at 100k, 2.6 s at 1M: the first
+        request after a restart). The rule reads the row, the ledger (``hidden``:
+        `forgotten_sql`) and the row's retractions (``retracted_since``: `retractions_sql`,
+        which act within their org); so the source is the org's rows, each with its
+        snapshot position as ``_row``, and the mirror's two derived columns are computed by
+        the same definitions over them, as `_turned_away` does: constants when the ledger
+        is empty and no retraction is among them. tests/test_heads.py checks histories
+        read this way against the per-reader query over the mirror.
+        """
+        rows = self.lake.all_rows(kind)
+        positions = np.flatnonzero(pc.equal(rows.column("org"), org).to_numpy(zero_copy_only=False))
+        source = take_rows(rows.select(_history_inputs(kind)), positions).append_column(
+            "_row", pa.array(positions, pa.int64())
+        )
+        hidden = "FALSE"
+        if not self._forgotten.empty:
+            self._register_ledger()
+            hidden = f"NOT ({forgotten_sql('t')})"
+        retracted, joined = "NULL::TIMESTAMPTZ", ""
+        if pc.any(pc.equal(source.column("status"), "retracted")).as_py():
+            retracted = "x.known_since"
+            joined = f"LEFT JOIN ({retractions_sql('_history_rows')}) x ON {RETRACTION_JOIN}"
+        relation = f"(SELECT t.*, {hidden} AS hidden, {retracted} AS retracted_since FROM _history_rows t {joined}) r"
+        self.con.register("_history_rows", source)
+        try:
+            return self.execute(history_sql(relation, kind), {"org": org})
+        finally:
+            self.con.unregister("_history_rows")
 
     def _history_advanced(
         self, kind: str, org: str, older: tuple[tuple[Any, ...], OrgHistory], state: tuple[Any, ...]
@@ -1015,19 +1057,17 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         if appended is None:
             return None
         retracted = self._retracted_by(kind, org, appended[0])
-        if retracted is None:
-            return None
         return history.advanced(history_candidates(*appended), retracted=retracted), bool(retracted)
 
-    def _retracted_by(self, kind: str, org: str, rows: pa.Table) -> dict[int, int] | None:
+    def _retracted_by(self, kind: str, org: str, rows: pa.Table) -> dict[int, int]:
         """The positions of the rows *rows*' retractions retract, each with when the earliest of
         those became known (µs): what `retractions_sql` gives the mirror's ``retracted_since``
         (a retraction counts once known, hidden or not), over the rows appended since a
         history was read, which held the older retractions' instants already.
 
         The targets are found by a scan of the snapshot's ids (`lake.Lake.id_positions`).
-        None when a target is of another org (a retraction copies its target's scope:
-        `write.Writer.retract`; a row written otherwise), so the query decides.
+        A target of another org is not retracted (`retractions_sql`: a retraction acts
+        within its org).
         """
         retraction = pc.and_(pc.equal(rows.column("status"), "retracted"), pc.is_valid(rows.column("known_since")))
         picked = rows.filter(pc.fill_null(retraction, _FALSE_SCALAR))
@@ -1039,15 +1079,13 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         positions = self.lake.id_positions(kind, (t for t in targets if t is not None))
         hits = take_rows(snapshot.select(["record_id", "org"]), positions)
         ids, orgs = hits.column(0).to_pylist(), hits.column(1).to_pylist()
-        where = dict(zip(ids, zip(positions.tolist(), orgs, strict=True), strict=True))
+        # a target of another org (a row written by hand) is not retracted, nor is an id no row holds
+        where = {rid: at for rid, at, o in zip(ids, positions.tolist(), orgs, strict=True) if o == org}
         out: dict[int, int] = {}
         for target, at in zip(targets, known, strict=True):
             hit = where.get(target) if target is not None else None
-            if hit is None:  # names no stored row: retracts nothing
-                continue
-            if hit[1] != org:
-                return None
-            out[hit[0]] = min(out.get(hit[0], at), at)
+            if hit is not None:
+                out[hit] = min(out.get(hit, at), at)
         return out
 
     def _keep_history(self, key: tuple[str, str], state: tuple[Any, ...], history: OrgHistory) -> None:
@@ -1544,7 +1582,7 @@ WHERE t.record_id = x.supersedes AND (t.retracted_since IS NULL OR t.retracted_s
         retracted, joined = "NULL", ""
         if retraction:
             retracted = "x.known_since"
-            joined = f"LEFT JOIN ({retractions_sql('_slot_rows')}) x ON x.supersedes = t.record_id"
+            joined = f"LEFT JOIN ({retractions_sql('_slot_rows')}) x ON {RETRACTION_JOIN}"
         self.con.register("_slot_rows", slot_rows)
         try:
             return self.execute(
@@ -1636,6 +1674,15 @@ _SLOT_VERSION_INPUTS = [
     "generation",
     "derived_from",
 ]
+
+
+@functools.cache
+def _history_inputs(kind: str) -> list[str]:
+    """What `Visibility._history_rows` reads of a kind's rows: the columns of `history_sql`, of
+    the ledger's condition (`forgotten_sql`) and of retractions (`retractions_sql`)."""
+    names = [*_SLOT_VERSION_INPUTS, *sorted(SLOT_COLUMNS.get(kind, ()))]
+    return list(dict.fromkeys(names))
+
 
 #: What the visibility query returns when nothing is visible.
 _NO_HITS = pa.table(

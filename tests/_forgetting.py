@@ -297,15 +297,20 @@ def stored_row(store: ml.MemoryStore, kind: str, record_id: str) -> pa.Table:
     return rows.filter(pc.equal(rows.column("record_id"), record_id))
 
 
-def append_raw(store: ml.MemoryStore, row: pa.Table, *, record_id: str) -> None:
+def append_raw(store: ml.MemoryStore, row: pa.Table, *, record_id: str, own_txn: bool = False) -> None:
     """*row* appended again under a new id, straight to the table: no write path, no checks
-    (an old backfill job re-run, another engine appending)."""
+    (an old backfill job re-run, another engine appending). The row keeps its transaction
+    id, and so the system time of the commit that first wrote it, unless *own_txn*: then
+    it is known from this append's commit."""
     from memory_lakehouse.lake import commit_metadata, new_txn_id
 
+    txn_id = new_txn_id()
     raw = row.drop_columns(["known_since", "commit_version", "actor_key"])
     raw = raw.set_column(raw.schema.get_field_index("record_id"), "record_id", pa.array([record_id]))
+    if own_txn:
+        raw = raw.set_column(raw.schema.get_field_index("txn_id"), "txn_id", pa.array([txn_id]))
     meta = commit_metadata(
-        txn_id=new_txn_id(),
+        txn_id=txn_id,
         committed_at=store.lake.clock.read(),
         op="write",
         actor="backfill",

@@ -150,7 +150,11 @@ class Model:
         )
 
     def retracted_at(self, row: MRow) -> datetime | None:
-        times = [r.known_since for r in self.rows if r.status == "retracted" and r.supersedes == row.record_id]
+        times = [  # a retraction acts within its own org (`query.retractions_sql`)
+            r.known_since
+            for r in self.rows
+            if r.status == "retracted" and r.supersedes == row.record_id and r.scope[0] == row.scope[0]
+        ]
         return min(times) if times else None
 
     def find(self, record_id: str) -> MRow | None:

@@ -314,6 +314,55 @@ def test_a_retraction_advances_the_orgs_history_instead_of_querying_it_again(tmp
     _compare(store, random.Random(1), [ann, lead], bases, reads=6)
 
 
+@pytest.mark.parametrize("reopened", [False, True], ids=["cells held", "reopened"])
+def test_a_retraction_row_written_in_another_org_retracts_nothing(tmp_path, reopened):
+    """A retraction acts within its own org (`query.retractions_sql`): `retract` writes it at
+    its target's scope, and a row written by hand in another org leaves the target served,
+    by the per-reader query and by the heads alike, whether the org's cells and history
+    were held before it was appended or are read afresh after (`Visibility._history_rows`,
+    which reads the org's rows only). One in the target's org, appended the same way,
+    retracts it."""
+    now = [T0 + timedelta(days=1)]
+    path = tmp_path / "s"
+    store = ml.open(path, clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
+    ann = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
+    scope = ml.Scope("acme", "support")
+    store.write(ml.Fact("user:1", "plan", "Free", T0, source="crm", scope=scope), by=lead)
+    now[0] += timedelta(hours=1)
+    pro = store.write(ml.Fact("user:1", "plan", "Pro", T0 + timedelta(hours=2), source="crm", scope=scope), by=lead)
+    now[0] += timedelta(hours=1)
+    before = now[0]
+    assert present(store.get_fact("user:1", "plan", by=ann)).value == "Pro"
+    assert present(store.get_fact("user:1", "plan", by=ann, as_of=before - timedelta(minutes=30))).value == "Pro"
+    now[0] += timedelta(hours=1)
+
+    def retraction_in(org, record_id):
+        row = stored_row(store, "fact", pro.record_id)
+        for name, value in (("status", "retracted"), ("supersedes", pro.record_id), ("org", org)):
+            at = row.schema.get_field_index(name)
+            row = row.set_column(at, row.schema.field(at), pa.array([value], row.schema.field(at).type))
+        append_raw(store, row, record_id=record_id, own_txn=True)
+
+    def check(store, served_now):
+        bases = [store._basis(None, None, None), store._basis(before, None, None)]
+        assert present(store.get_fact("user:1", "plan", by=ann)).value == served_now
+        assert present(store.get_fact("user:1", "plan", by=ann, as_of=before)).value == "Pro"
+        for reader in (ann, lead):
+            for basis in bases:
+                assert _fast(store, "fact", reader, basis) == _slow(store, "fact", reader, basis)
+
+    retraction_in("globex", "retraction-from-globex")
+    now[0] += timedelta(hours=1)
+    if reopened:
+        store.close()
+        store = ml.open(path, clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    check(store, "Pro")
+    retraction_in("acme", "retraction-in-acme")
+    now[0] += timedelta(hours=1)
+    check(store, "Free")
+
+
 def test_advanced_heads_keep_hiding_an_appended_row_the_ledger_forgets(tmp_path):
     """A row of a forgotten subject at its old generation, appended after the forget by a
     writer that skipped the write path's checks (an old backfill job, another engine):
