@@ -574,7 +574,8 @@ _instant = st.one_of(st.none(), st.integers(0, 40).map(lambda d: T0 + timedelta(
 def test_chunks_taken_in_together_give_the_boundaries_they_give_one_by_one(chunks, cuts):
     """`query._Boundaries`: per org, the appends that brought it rows, which chunks they are
     (and where each begins), and the sorted instants of each clock, whatever the batches the
-    chunks are taken in."""
+    chunks are taken in, and whether an org's instants were asked for between them (they are
+    taken from the rows added when asked: `_Boundaries.instants`)."""
     ts = pa.timestamp("us", tz="UTC")
     tables = [
         pa.table(
@@ -585,9 +586,12 @@ def test_chunks_taken_in_together_give_the_boundaries_they_give_one_by_one(chunk
         )
         for rows in chunks
     ]
-    one_by_one = query._Boundaries(0)
+    one_by_one, asking = query._Boundaries(0), query._Boundaries(0)
     for table in tables:
         one_by_one.add([table])
+        asking.add([table])
+        for org in asking.appends:
+            asking.instants(org)
     together = query._Boundaries(0)
     at = 0
     for cut in [*sorted(set(cuts)), len(tables)]:
@@ -597,8 +601,8 @@ def test_chunks_taken_in_together_give_the_boundaries_they_give_one_by_one(chunk
     assert (together.applied, together.rows) == (len(tables), sum(len(rows) for rows in chunks))
     assert together.appends == one_by_one.appends and together.chunks == one_by_one.chunks
     for org in one_by_one.appends:
-        assert together.known[org].tolist() == one_by_one.known[org].tolist()
-        assert together.valid[org].tolist() == one_by_one.valid[org].tolist()
+        assert [a.tolist() for a in together.instants(org)] == [a.tolist() for a in one_by_one.instants(org)]
+        assert [a.tolist() for a in asking.instants(org)] == [a.tolist() for a in one_by_one.instants(org)]
     for org in {row[0] for rows in chunks for row in rows}:  # against the definition, written out
         mine = [i for i, rows in enumerate(chunks) if any(row[0] == org for row in rows)]
         assert one_by_one.appends[org] == len(mine)
@@ -613,7 +617,7 @@ def test_chunks_taken_in_together_give_the_boundaries_they_give_one_by_one(chunk
             if row[c] is not None
         ]
         known, valid = sorted({m for c, m in instants if c == 1}), sorted({m for c, m in instants if c > 1})
-        assert one_by_one.known[org].tolist() == known and one_by_one.valid[org].tolist() == valid
+        assert [a.tolist() for a in one_by_one.instants(org)] == [known, valid]
 
 
 @given(
