@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import hnswlib
 import numpy as np
 import pytest
 from _support import present
@@ -228,14 +229,50 @@ def test_load_returns_none_for_missing_foreign_or_corrupt_files(tmp_path):
     assert Partition.load(tmp_path / "p", dim=DIM * 2) is None
     assert Partition.load(tmp_path / "p", model=MODEL, dim=DIM) is not None
 
-    data = bytearray((tmp_path / "p" / "index.hnsw").read_bytes())
+    data = bytearray((tmp_path / "p" / "vectors.npy").read_bytes())
     data[len(data) // 2] ^= 0xFF
-    (tmp_path / "p" / "index.hnsw").write_bytes(bytes(data))
+    (tmp_path / "p" / "vectors.npy").write_bytes(bytes(data))
     assert Partition.load(tmp_path / "p") is None
 
     part.save(tmp_path / "q", IndexTag(MODEL, DIM, {}, 40))
     (tmp_path / "q" / "tag.json").write_text("{not json")
     assert Partition.load(tmp_path / "q") is None
+
+
+def test_a_corrupt_graph_file_is_never_read_a_walk_builds_the_graph_from_the_vectors(tmp_path, monkeypatch):
+    """`load` checks the graph file's CRC only when the graph is needed (a walk, or a save that
+    would copy it): a partition with a corrupt graph loads, and its first walk builds the graph
+    from the float32 copy instead of handing hnswlib the file; a save writes that graph, not
+    the corrupt bytes."""
+    part, rids, vecs = built(300)
+    part.save(tmp_path / "p", IndexTag(MODEL, DIM, {}, 300))
+    graph = tmp_path / "p" / "index.hnsw"
+    data = bytearray(graph.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    graph.write_bytes(bytes(data))
+    loaded, _ = present(Partition.load(tmp_path / "p"))
+    saved_again, _ = present(Partition.load(tmp_path / "p"))
+    handed: list[str] = []  # the files hnswlib is asked to read
+
+    class Index(hnswlib.Index):
+        def load_index(self, path: str, *args: object, **kwargs: object) -> None:
+            handed.append(path)
+            super().load_index(path, *args, **kwargs)
+
+    monkeypatch.setattr(hnswlib, "Index", Index)
+    queries = unit(5, seed=9)
+    for q in queries:
+        lines: list[str] = []
+        walked = loaded.search(q, 5, plan="hnsw", trace=lines.append)
+        assert [rid for rid, _ in walked] == [rid for rid, _ in part.search(q, 5, plan="exact")], lines
+    assert loaded._graph_file is None and loaded._index is not None  # built here, the file let go of
+    assert handed == []
+    saved_again.save(tmp_path / "q", IndexTag(MODEL, DIM, {}, 300))
+    assert (tmp_path / "q" / "index.hnsw").read_bytes() != bytes(data)
+    again, _ = present(Partition.load(tmp_path / "q"))
+    assert again._graph_file_intact()
+    assert [r for r, _ in again.search(queries[0], 5, plan="hnsw")] == [r for r, _ in part.search(queries[0], 5)]
+    assert handed == [str(tmp_path / "q" / "index.hnsw")]  # an intact file is read
 
 
 def test_tags_must_match_what_they_describe(tmp_path):
