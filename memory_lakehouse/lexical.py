@@ -191,6 +191,35 @@ class Bm25:
                 out[indices[indptr[col] : indptr[col + 1]]] += weight / total
         return out
 
+    def coverage_at(self, query: str, rows: np.ndarray) -> np.ndarray:
+        """``coverage(query)[rows]``, without a pass over every row holding a query word.
+
+        Recall needs the coverage of its pool only (a few dozen rows), and at 1M a query's
+        common words are held by most of an org's 50,000 rows (~0.17 ms a recall for the
+        whole array). Each word's column holds its rows in order, so a binary search per
+        word tells which of *rows* hold it; the weights are added in the same order.
+        tests/test_ranking.py checks it against `coverage`.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.zeros(len(rows), dtype=np.float32)
+        words = list(dict.fromkeys(query_tokens(query)))
+        if not words or self.model is None or not len(rows):
+            return out
+        idf = self.idf(words)
+        total = sum(idf)
+        if total <= 0:
+            return out
+        indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
+        for word, weight in zip(words, idf, strict=True):
+            col = self._column(word)
+            if col is None:
+                continue
+            held = indices[indptr[col] : indptr[col + 1]]
+            at = np.minimum(np.searchsorted(held, rows), max(len(held) - 1, 0))
+            if len(held):
+                out[held[at] == rows] += weight / total
+        return out
+
     def _document_frequency(self, token: str) -> int:
         col = self._column(token)
         if col is None or self.model is None:

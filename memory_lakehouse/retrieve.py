@@ -598,7 +598,7 @@ class Retriever:
         # the partition does not hold yet (sync adds them first: read-your-writes)
         if "vector" in ranking.signals:
             lists["vector"] = self._vector_list(org, query, located, candidates, depth)
-        coverage: Callable[[str], float] | None = None
+        coverage: Callable[[Sequence[str]], dict[str, float]] | None = None
         if "bm25" in ranking.signals:
             # where the org holds episodes, BM25 is read deeper: an episode's other turns reach the pool
             lex_depth = depth
@@ -690,9 +690,10 @@ class Retriever:
 
     def _bm25_lists(
         self, org: str, query: str, located: _Located, candidates: Candidates, depth: int
-    ) -> tuple[dict[str, list[tuple[str, float]]], Callable[[str], float]]:
-        """BM25 over the org, masked to the visible rows (newer rows ranked apart), and each
-        visible row's lexical coverage of the query (weighed by the org model's IDF)."""
+    ) -> tuple[dict[str, list[tuple[str, float]]], Callable[[Sequence[str]], dict[str, float]]]:
+        """BM25 over the org, masked to the visible rows (newer rows ranked apart), and the
+        lexical coverage of the query (weighed by the org model's IDF) of the visible rows
+        asked for: the pool's, computed for them alone (`Bm25.coverage_at`)."""
         lists: dict[str, list[tuple[str, float]]] = {}
         bstate = located.bm25
         assert bstate is not None and bstate.bm25 is not None
@@ -720,12 +721,13 @@ class Retriever:
                 ((rid, float(s)) for rid, s in zip(newer, fresh, strict=True) if s > 0), key=lambda p: -p[1]
             )[:depth]
             newer_coverage = dict(zip(newer, bstate.bm25.coverage_of(query, texts).tolist(), strict=True))
-        covered = bstate.bm25.coverage(query)
-        ids = bstate.bm25_ids
+        model, ids = bstate.bm25, bstate.bm25_ids
 
-        def coverage(rid: str) -> float:
-            pos = ids.get(rid)
-            return float(covered[pos]) if pos is not None else newer_coverage.get(rid, 0.0)
+        def coverage(rids: Sequence[str]) -> dict[str, float]:
+            docs = {rid: doc for rid in rids if (doc := ids.get(rid)) is not None}
+            at = np.fromiter(docs.values(), np.int64, len(docs))
+            covered = dict(zip(docs, model.coverage_at(query, at).tolist(), strict=True))
+            return {rid: covered[rid] if rid in covered else newer_coverage.get(rid, 0.0) for rid in rids}
 
         return lists, coverage
 
@@ -799,7 +801,7 @@ class Retriever:
         lists: Mapping[str, list[tuple[str, float]]],
         candidates: Mapping[str, tuple[str, int]],
         k: int,
-        coverage: Callable[[str], float],
+        coverage: Callable[[Sequence[str]], dict[str, float]],
         ranking: Ranking,
     ) -> list[Hit]:
         """Both signals: every row either list ranked, scored by `ranking.fuse`, then `ranking.with_context`.
@@ -822,7 +824,7 @@ class Retriever:
         if missing:
             cosine.update(self._cosines(org, query, missing, candidates))
         ids = list(why)
-        covered = {rid: coverage(rid) for rid in ids}
+        covered = coverage(ids)
         episodes = self._episodes(org, ids, candidates, ranking.episode_rows)
         fused = fuse(ranking, ids, cosine, covered, bm25, ranks, {rid: e is not None for rid, e in episodes.items()})
         for rid in ids:

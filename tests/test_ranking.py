@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 from _support import MEMBER, STEWARD, SUPPORT, SimClock, day, fact
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memory_lakehouse as ml
@@ -235,6 +235,20 @@ def test_the_sparse_coverage_of_the_model_agrees_with_coverage_row_by_row():
         slow = [lexical_coverage(query, text, bm25) for text in CORPUS]
         assert fast == pytest.approx(slow, abs=1e-6), query
         assert ((fast >= 0) & (fast <= 1 + 1e-6)).all()
+
+
+@given(
+    texts=st.lists(st.sampled_from(CORPUS + ["plan plan order", "zeppelin", ""]), min_size=1, max_size=12),
+    query=st.sampled_from(["initech invoices", "delivered order NW-88213 late", "plan zeppelin", "the", "globex plan"]),
+    picks=st.lists(st.integers(0, 11), max_size=15),
+)
+@settings(max_examples=200, deadline=None)
+def test_coverage_of_a_few_rows_is_those_rows_of_the_whole_coverage(texts, query, picks):
+    """`Bm25.coverage_at` (recall's pool) gives the rows of `Bm25.coverage`, in the order asked,
+    repeats and rows no query word reaches included."""
+    bm25 = Bm25(texts)
+    rows = np.array([p % len(texts) for p in picks], dtype=np.int64)
+    assert bm25.coverage_at(query, rows).tolist() == bm25.coverage(query)[rows].tolist()
 
 
 def test_coverage_of_new_rows_uses_the_org_model_s_idf():
