@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -545,39 +545,20 @@ class Visibility:
             applied, offset = 0, 0
             self._hidden_for.pop(kind, None)
         pending = chunks[applied:]
-        if pending:  # everything appended since, in one statement (reads served from the heads let it lag)
-            # one chunk: DuckDB's scan of an Arrow table costs per chunk, and a mirror that lagged
-            # behind a thousand one-row appends took 145 ms to catch up as a thousand chunks, 50 as one
-            chunk = pending[0] if len(pending) == 1 else pa.concat_tables(pending).combine_chunks()
-            chunk = chunk.append_column("_row", pa.array(np.arange(offset, offset + chunk.num_rows, dtype=np.int64)))
-            self.con.register("_mirror_src", chunk)
-            # the ledger's verdict as the rows go in: an UPDATE after them was a second pass over the
-            # whole table on a store's first read (~60 ms at 100k); an empty ledger hides nothing
-            fresh = self._hidden_for.get(kind) is self._forgotten or (offset == 0 and applied == 0)
-            if not fresh:
-                hidden = "NULL"  # the UPDATE below judges every row against the new ledger
-            elif self._forgotten.empty:
-                hidden = "FALSE"
-            else:
-                hidden = f"NOT ({forgotten_sql('s')})"
-            with self._copy_threads(chunk.num_rows):
-                if offset == 0 and applied == 0:
-                    self.con.execute(
-                        f"CREATE TABLE {name} AS SELECT s.*, {hidden}::BOOLEAN AS hidden, "
-                        "NULL::TIMESTAMPTZ AS retracted_since FROM _mirror_src s"
-                    )
-                    if MIRROR_COMPRESSED:
-                        # a big copy is written plain and compressed by the catalog's first checkpoint,
-                        # which DuckDB would otherwise run inside some later statement (~1.8 s at 1M rows)
-                        self.con.execute("CHECKPOINT mirror")
-                    self._hidden_for[kind] = self._forgotten
-                else:
-                    self.con.execute(f"INSERT INTO {name} SELECT s.*, {hidden}, NULL FROM _mirror_src s")
-            self.con.unregister("_mirror_src")
-            if pc.any(pc.equal(chunk.column("status"), "retracted")).as_py():
-                self._mark_retractions(name, since_row=offset)
-            offset += chunk.num_rows
-            applied = len(chunks)
+        total, since, retractions = sum(c.num_rows for c in pending), offset, False
+        with self._copy_threads(total):
+            for chunk in _copy_slices(pending):  # everything appended since (reads served from the heads let it lag)
+                first = offset == 0 and applied == 0
+                retractions |= self._copy_in(kind, name, chunk, offset, first=first)
+                if MIRROR_COMPRESSED and (first or total > MIRROR_COPY_ROWS):
+                    # a first copy, and each slice of a big one, compressed before the next goes in: a
+                    # big copy holds one slice plain, and the catalog's first checkpoint does not run
+                    # inside some later statement (~1.8 s at 1M rows)
+                    self.con.execute("CHECKPOINT mirror")
+                offset += chunk.num_rows
+            if retractions:  # after every slice: a snapshot read back from its files need not hold a target first
+                self._mark_retractions(name, since_row=since)
+        applied = len(chunks)
         if epoch != now and not chunks:
             self.con.execute(self._create_empty(kind, name))
             self.con.unregister("_mirror_src")
@@ -586,6 +567,33 @@ class Visibility:
             self.con.execute(f"UPDATE {name} AS t SET hidden = NOT ({forgotten_sql('t')})")
             self._hidden_for[kind] = self._forgotten
         return name
+
+    def _copy_in(self, kind: str, name: str, chunk: pa.Table, offset: int, *, first: bool) -> bool:
+        """Append *chunk* (the snapshot's rows from position *offset* on) to *kind*'s mirror
+        *name*, created by the *first* chunk, with the ledger's verdict; return whether a
+        retraction is among them (`_register` marks their targets once all are in)."""
+        chunk = chunk.append_column("_row", pa.array(np.arange(offset, offset + chunk.num_rows, dtype=np.int64)))
+        self.con.register("_mirror_src", chunk)
+        # the ledger's verdict as the rows go in: an UPDATE after them was a second pass over the
+        # whole table on a store's first read (~60 ms at 100k); an empty ledger hides nothing
+        if not (first or self._hidden_for.get(kind) is self._forgotten):
+            hidden = "NULL"  # `_register`'s UPDATE judges every row against the new ledger
+        elif self._forgotten.empty:
+            hidden = "FALSE"
+        else:
+            hidden = f"NOT ({forgotten_sql('s')})"
+        try:
+            if first:
+                self.con.execute(
+                    f"CREATE TABLE {name} AS SELECT s.*, {hidden}::BOOLEAN AS hidden, "
+                    "NULL::TIMESTAMPTZ AS retracted_since FROM _mirror_src s"
+                )
+                self._hidden_for[kind] = self._forgotten
+            else:
+                self.con.execute(f"INSERT INTO {name} SELECT s.*, {hidden}, NULL FROM _mirror_src s")
+        finally:
+            self.con.unregister("_mirror_src")
+        return bool(pc.any(pc.equal(chunk.column("status"), "retracted")).as_py())
 
     @contextmanager
     def _copy_threads(self, rows: int) -> Iterator[None]:
@@ -1010,23 +1018,31 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
         return history, how
 
     def _history_rows(self, kind: str, org: str) -> pa.Table:
-        """`history_sql` for *org*, asked of the org's rows of the snapshot rather than of the mirror.
+        """`history_sql` for *org*, asked of the org's rows (`_org_relation`), not of the mirror."""
+        with self._org_relation(kind, org) as relation:
+            return self.execute(history_sql(relation, kind), {"org": org})
+
+    @contextmanager
+    def _org_relation(self, kind: str, org: str, columns: Collection[str] = ()) -> Iterator[str]:
+        """*org*'s rows of *kind* as the mirror holds them, as a relation ``r`` for one query.
 
         Why: the mirror holds every org's rows, and a process's first read of a kind copied
         them all into DuckDB to ask for one org's (~300 ms at 100k, 2.6 s at 1M: the first
-        request after a restart). The rule reads the row, the ledger (``hidden``:
-        `forgotten_sql`) and the row's retractions (``retracted_since``: `retractions_sql`,
-        which act within their org); so the source is the org's rows, each with its
-        snapshot position as ``_row``, and the mirror's two derived columns are computed by
-        the same definitions over them, as `_turned_away` does: constants when the ledger
-        is empty and no retraction is among them. tests/test_heads.py checks histories
-        read this way against the per-reader query over the mirror.
+        request after a restart; a copy made later, ~600 MB of transient memory at 1M).
+        Every rule matches a row's org to the reader's, and the rule reads the row, the
+        ledger (``hidden``: `forgotten_sql`) and the row's retractions (``retracted_since``:
+        `retractions_sql`, which act within their org); so the relation is the org's rows
+        (the columns those read, `history_sql` and *columns*), each with its snapshot
+        position as ``_row``, and the mirror's two derived columns computed by the same
+        definitions over them, as `_turned_away` does: constants when the ledger is empty
+        and no retraction is among them. Call with the lock held. tests/test_heads.py
+        checks reads and histories against the per-reader query, and tests/test_replay.py
+        replays (over the mirror) against single reads.
         """
         rows = self.lake.all_rows(kind)
         positions = np.flatnonzero(pc.equal(rows.column("org"), org).to_numpy(zero_copy_only=False))
-        source = take_rows(rows.select(_history_inputs(kind)), positions).append_column(
-            "_row", pa.array(positions, pa.int64())
-        )
+        wanted = list(dict.fromkeys([*_history_inputs(kind), *columns]))
+        source = take_rows(rows.select(wanted), positions).append_column("_row", pa.array(positions, pa.int64()))
         hidden = "FALSE"
         if not self._forgotten.empty:
             self._register_ledger()
@@ -1034,13 +1050,12 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
         retracted, joined = "NULL::TIMESTAMPTZ", ""
         if pc.any(pc.equal(source.column("status"), "retracted")).as_py():
             retracted = "x.known_since"
-            joined = f"LEFT JOIN ({retractions_sql('_history_rows')}) x ON {RETRACTION_JOIN}"
-        relation = f"(SELECT t.*, {hidden} AS hidden, {retracted} AS retracted_since FROM _history_rows t {joined}) r"
-        self.con.register("_history_rows", source)
+            joined = f"LEFT JOIN ({retractions_sql('_org_rows')}) x ON {RETRACTION_JOIN}"
+        self.con.register("_org_rows", source)
         try:
-            return self.execute(history_sql(relation, kind), {"org": org})
+            yield f"(SELECT t.*, {hidden} AS hidden, {retracted} AS retracted_since FROM _org_rows t {joined}) r"
         finally:
-            self.con.unregister("_history_rows")
+            self.con.unregister("_org_rows")
 
     def _history_advanced(
         self, kind: str, org: str, older: tuple[tuple[Any, ...], OrgHistory], state: tuple[Any, ...]
@@ -1306,7 +1321,6 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
             cached = self._cached(kind, key, bases) if key is not None else None
             if cached is not None:  # before the mirror takes in new rows: they are another org's
                 return cached
-            table = self._register(kind)
             params: dict[str, Any] = {}
             where = ["NOT r.hidden"]
             subject_first = kind in SUBJECT_SLOTS
@@ -1319,31 +1333,40 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
             carry, narrow = _filter_clauses(kind, filters, params, carried=True)
             status = "proposed" if include_proposals else "active"
             b: Callable[[str], str]  # names a basis value in the SQL
+            relation: AbstractContextManager[str]
             if bases.num_rows == 1:
-                # one read: the basis travels as parameters (same rules, a plan DuckDB builds faster)
+                # one read: the basis travels as parameters (same rules, a plan DuckDB builds faster),
+                # over the reader's org's rows alone (`_org_relation`: no mirror of every org)
                 basis = bases.to_pylist()[0]
                 params.update({f"basis_{c}": v for c, v in basis.items()})
-                source, b = f"{table} r", (lambda c: f"$basis_{c}")
+                relation, b = (
+                    self._org_relation(kind, basis["org"], columns=sorted(filters or {})),
+                    (lambda c: f"$basis_{c}"),
+                )
             else:
                 self.con.register("bases", bases)
-                source, b = f"{table} r JOIN bases b ON r.org = b.org", (lambda c: f"b.{c}")
+                relation, b = (
+                    nullcontext(f"{self._register(kind)} r JOIN bases b ON r.org = b.org"),
+                    (lambda c: f"b.{c}"),
+                )
             expiry = (
                 refreshed_expiry_sql(self._register("sighting"), b("known_at"), b("valid_at"))
                 if refreshed
                 else "r.expires_at"
             )
-            sql = visibility_sql(
-                source,
-                b,
-                where + [f"r.status = '{status}'"],
-                heads_only=heads_only,
-                expiry=expiry,
-                carry=carry,
-                narrow=narrow,
-                subject_first=subject_first,
-            )
             if self.lake.views[kind].num_rows:
-                hits = self.execute(sql, params)
+                with relation as source:
+                    sql = visibility_sql(
+                        source,
+                        b,
+                        where + [f"r.status = '{status}'"],
+                        heads_only=heads_only,
+                        expiry=expiry,
+                        carry=carry,
+                        narrow=narrow,
+                        subject_first=subject_first,
+                    )
+                    hits = self.execute(sql, params)
             else:  # an empty table shows nothing: no need to pay DuckDB's milliseconds (recall reads every kind)
                 hits = _NO_HITS
             wanted = None if columns is None else [c for c in columns if c != "_row"]
@@ -1676,6 +1699,20 @@ _SLOT_VERSION_INPUTS = [
 ]
 
 
+def _copy_slices(chunks: Sequence[pa.Table]) -> Iterator[pa.Table]:
+    """*chunks* (a view's appended tables, in order) as slices of at most `MIRROR_COPY_ROWS`
+    rows, each one Arrow chunk: DuckDB's scan of an Arrow table costs per chunk (a mirror
+    that lagged behind a thousand one-row appends took 145 ms to catch up as a thousand
+    chunks, 50 as one), and combining a slice copies only that slice. Chunks of no rows give
+    one empty slice: it still creates the mirror."""
+    if not chunks:
+        return
+    rows = chunks[0] if len(chunks) == 1 else pa.concat_tables(chunks)  # zero-copy: the chunks side by side
+    for start in range(0, max(rows.num_rows, 1), MIRROR_COPY_ROWS):  # chunks of no rows: one slice of none
+        piece = rows.slice(start, MIRROR_COPY_ROWS)
+        yield piece if piece.column(0).num_chunks <= 1 else piece.combine_chunks()
+
+
 @functools.cache
 def _history_inputs(kind: str) -> list[str]:
     """What `Visibility._history_rows` reads of a kind's rows: the columns of `history_sql`, of
@@ -1722,6 +1759,14 @@ DUCKDB_THREADS = 1
 #: (Δ peak RSS +5-7 MB); at 100k two threads cost it ~100 ms more (175-181 -> 281-287).
 COPY_THREADS_ROWS = 500_000
 COPY_THREADS = 2
+#: The most rows a mirror takes in one statement (`_copy_slices`), each slice compressed by a
+#: checkpoint before the next. A first copy in one statement held every row of the kind
+#: twice beside the snapshot, combined into one Arrow chunk and plain in DuckDB until the
+#: checkpoint: copying the 1M tenants store's facts raised the peak RSS 614 MB above where
+#: it began (a `/tmp` script, one run each), 481 MB in slices of 262,144 rows, in the same
+#: 2.6-2.7 s; slices of 131,072 rows gave 410 MB but took 5.5 s (each checkpoint costs more
+#: as the table grows).
+MIRROR_COPY_ROWS = 262_144
 #: Keep the mirrors in an in-memory catalog DuckDB compresses (``ATTACH ':memory:' (COMPRESS)``,
 #: DuckDB 1.4+): a mirror holds every row of a kind beside the Arrow snapshot, the largest
 #: single thing a warm store holds (513 MB of the 1M tenants run's 2.7 GB). Measured on the

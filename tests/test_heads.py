@@ -754,6 +754,34 @@ def _history_of_writes(tmp_path, rng, *, writes, retract_every, forget_at):
     return store, now
 
 
+def test_a_mirror_copied_in_slices_answers_as_one_copied_at_once_and_as_each_orgs_rows(tmp_path, monkeypatch):
+    """The per-reader query over the mirror of every org (many bases at once: a replay) and
+    over the reader's org's rows (`Visibility._org_relation`: one read) give the same rows,
+    whether the mirror was copied in one statement or in slices of a few rows
+    (`query.MIRROR_COPY_ROWS`, retractions and a forget among them)."""
+    store, now = _history_of_writes(tmp_path, random.Random(11), writes=60, retract_every=5, forget_at=25)
+    readers = _readers()
+    bases = [store._basis(None, None, None), store._basis(now[0] - timedelta(days=3), None, None)]
+    reads = [(f"d{i}", reader, basis, None) for i, (reader, basis) in enumerate((r, b) for r in readers for b in bases)]
+    store.close()
+
+    def replayed(copy_rows):
+        monkeypatch.setattr(query, "MIRROR_COPY_ROWS", copy_rows)
+        opened = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+        try:
+            rows = opened.vis.visible("fact", bases_table(reads))
+            assert opened.vis._mirrored["fact"][2] == opened.lake.all_rows("fact").num_rows  # every row copied
+            got = sorted(zip(rows.column("decision_id").to_pylist(), rows.column("record_id").to_pylist(), strict=True))
+            alone = sorted((d, rid) for d, p, b, _ in reads for rid in _slow(opened, "fact", p, b))
+            return got, alone
+        finally:
+            opened.close()
+
+    at_once, alone = replayed(10**9)
+    assert at_once == alone and len(at_once) > 20
+    assert replayed(7) == (at_once, alone)
+
+
 @pytest.mark.parametrize("seed", [6, 7])
 def test_reads_as_of_every_rows_own_instants_answer_as_the_per_reader_query(tmp_path, seed):
     """Heads picked from the org's history (`heads.OrgHistory`) at bases on the rows' own
