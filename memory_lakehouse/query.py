@@ -1036,8 +1036,8 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
         position as ``_row``, and the mirror's two derived columns computed by the same
         definitions over them, as `_turned_away` does: constants when the ledger is empty
         and no retraction is among them. Call with the lock held. tests/test_heads.py
-        checks reads and histories against the per-reader query, and tests/test_replay.py
-        replays (over the mirror) against single reads.
+        checks the heads and histories against the per-reader query, and the query over
+        many bases (the mirror) against single reads.
         """
         rows = self.lake.all_rows(kind)
         positions = np.flatnonzero(pc.equal(rows.column("org"), org).to_numpy(zero_copy_only=False))
