@@ -8,6 +8,7 @@ import pyarrow as pa
 from _support import present
 
 import memory_lakehouse as ml
+from memory_lakehouse.query import bases_table
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -45,10 +46,11 @@ def test_the_duckdb_mirror_of_a_kind_is_stored_compressed_and_answers_as_before(
     ann = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
     for i in range(40):
         store.write(ml.Fact(f"user:{i}", "plan", f"plan {i}", T0, source="chat"), by=ann)
-    store.vis.use_heads = False  # every read runs the query over the mirror
-    assert store.vis.rows("fact", ann, ml.Basis(T0.replace(month=2), T0.replace(month=2))).num_rows == 40
+    basis = ml.Basis(T0.replace(month=2), T0.replace(month=2))
+    reads = bases_table([(name, ann, basis, None) for name in ("first", "second")])  # many bases: over the mirror
+    assert store.vis.visible("fact", reads).num_rows == 2 * 40
     storage = store.vis.con.execute("SELECT column_name, compression FROM pragma_storage_info('rows_fact')").fetchall()
     org = {compression for column, compression in storage if column == "org"}
     assert org and "Uncompressed" not in org  # one org in every row: a constant, not 40 strings
     store.write(ml.Fact("user:40", "plan", "plan 40", T0, source="chat"), by=ann)
-    assert store.vis.rows("fact", ann, ml.Basis(T0.replace(month=2), T0.replace(month=2))).num_rows == 41
+    assert store.vis.visible("fact", reads).num_rows == 2 * 41
