@@ -212,12 +212,11 @@ class Bm25:
         indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
         for word, weight in zip(words, idf, strict=True):
             col = self._column(word)
-            if col is None:
+            held = indices[indptr[col] : indptr[col + 1]] if col is not None else indices[:0]
+            if not len(held):
                 continue
-            held = indices[indptr[col] : indptr[col + 1]]
-            at = np.minimum(np.searchsorted(held, rows), max(len(held) - 1, 0))
-            if len(held):
-                out[held[at] == rows] += weight / total
+            at = np.minimum(np.searchsorted(held, rows), len(held) - 1)
+            out[held[at] == rows] += weight / total
         return out
 
     def _document_frequency(self, token: str) -> int:

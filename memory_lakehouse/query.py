@@ -1033,29 +1033,40 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
         ledger (``hidden``: `forgotten_sql`) and the row's retractions (``retracted_since``:
         `retractions_sql`, which act within their org); so the relation is the org's rows
         (the columns those read, `history_sql` and *columns*), each with its snapshot
-        position as ``_row``, and the mirror's two derived columns computed by the same
-        definitions over them, as `_turned_away` does: constants when the ledger is empty
-        and no retraction is among them. Call with the lock held. tests/test_heads.py
+        position as ``_row``, and the mirror's two derived columns computed over them
+        (`_derived_columns`, as for the reconcile lookup). Call with the lock held. tests/test_heads.py
         checks the heads and histories against the per-reader query, and the query over
         many bases (the mirror) against single reads.
         """
         rows = self.lake.all_rows(kind)
         positions = np.flatnonzero(pc.equal(rows.column("org"), org).to_numpy(zero_copy_only=False))
-        wanted = list(dict.fromkeys([*_history_inputs(kind), *columns]))
+        wanted = list(dict.fromkeys([*_org_relation_inputs(kind), *columns]))
         source = take_rows(rows.select(wanted), positions).append_column("_row", pa.array(positions, pa.int64()))
+        with self._derived_columns("_org_rows", source) as relation:
+            yield f"{relation} r"
+
+    @contextmanager
+    def _derived_columns(self, name: str, rows: pa.Table) -> Iterator[str]:
+        """*rows* (with their ``_row``) registered as *name*, as a subquery that adds the mirror's
+        two derived columns by the mirror's definitions: ``hidden`` (`forgotten_sql`) and
+        ``retracted_since`` (`retractions_sql`, joined by `RETRACTION_JOIN`), over *rows*
+        alone: the caller passes every row a verdict depends on (a row's retractions are rows
+        of its org and its slot). As the mirror does (`_register`), an empty ledger hides
+        nothing and rows with no retraction among them have none to join. Call with the lock held.
+        """
         hidden = "FALSE"
         if not self._forgotten.empty:
             self._register_ledger()
             hidden = f"NOT ({forgotten_sql('t')})"
         retracted, joined = "NULL::TIMESTAMPTZ", ""
-        if pc.any(pc.equal(source.column("status"), "retracted")).as_py():
+        if pc.any(pc.equal(rows.column("status"), "retracted")).as_py():
             retracted = "x.known_since"
-            joined = f"LEFT JOIN ({retractions_sql('_org_rows')}) x ON {RETRACTION_JOIN}"
-        self.con.register("_org_rows", source)
+            joined = f"LEFT JOIN ({retractions_sql(name)}) x ON {RETRACTION_JOIN}"
+        self.con.register(name, rows)
         try:
-            yield f"(SELECT t.*, {hidden} AS hidden, {retracted} AS retracted_since FROM _org_rows t {joined}) r"
+            yield f"(SELECT t.*, {hidden} AS hidden, {retracted} AS retracted_since FROM {name} t {joined})"
         finally:
-            self.con.unregister("_org_rows")
+            self.con.unregister(name)
 
     def _history_advanced(
         self, kind: str, org: str, older: tuple[tuple[Any, ...], OrgHistory], state: tuple[Any, ...]
@@ -1581,10 +1592,8 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
         The rule reads the row, the ledger (``hidden``: `forgotten_sql`) and retractions of
         the row (``retracted_since``: `retractions_sql`), and a retraction is a row of its
         target's slot: so every row a verdict on *slot_rows* depends on is among them
-        (every row of their slots), and the mirror's two derived columns are computed
-        here by the same definitions, over these rows only. As the mirror does
-        (`_register`), an empty ledger hides nothing and rows with no retraction among
-        them have none to join (each check costs DuckDB ~4-8 ms, the query ~1.5). With
+        (every row of their slots), and the mirror's two derived columns are computed over
+        these rows only (`_derived_columns`; each costs DuckDB ~4-8 ms, the query ~1.5). With
         neither (or a ledger that cannot hide any of these rows: `Forgotten.may_hide`), the
         two columns are constants and the rule is asked in Arrow (`arrow_rule`: its SQL
         text read term by term; DuckDB costs ~3 ms here whatever the size, a third of a
@@ -1598,24 +1607,8 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
             verdict = arrow_rule.evaluate(SLOT_VERSION_RULES, constants)
             if verdict is not None:  # SQL's WHERE (rule) IS NOT TRUE
                 return slot_rows.select(["_row"]).filter(pc.invert(pc.fill_null(verdict, False)))
-        hidden = "FALSE"
-        if not self._forgotten.empty:
-            self._register_ledger()
-            hidden = f"NOT ({forgotten_sql('t')})"
-        retracted, joined = "NULL", ""
-        if retraction:
-            retracted = "x.known_since"
-            joined = f"LEFT JOIN ({retractions_sql('_slot_rows')}) x ON {RETRACTION_JOIN}"
-        self.con.register("_slot_rows", slot_rows)
-        try:
-            return self.execute(
-                f"""
-SELECT _row FROM (SELECT t.*, {hidden} AS hidden, {retracted} AS retracted_since FROM _slot_rows t {joined})
-WHERE ({SLOT_VERSION_RULES}) IS NOT TRUE""",
-                {},
-            )
-        finally:
-            self.con.unregister("_slot_rows")
+        with self._derived_columns("_slot_rows", slot_rows) as relation:
+            return self.execute(f"SELECT _row FROM {relation} WHERE ({SLOT_VERSION_RULES}) IS NOT TRUE", {})
 
     def _slot_versions_sql(self, kind: str, table: str, lineage_ids: Sequence[str]) -> pa.Table:
         """`slot_versions` as one DuckDB query over the mirror (the rule as written)."""
@@ -1714,9 +1707,9 @@ def _copy_slices(chunks: Sequence[pa.Table]) -> Iterator[pa.Table]:
 
 
 @functools.cache
-def _history_inputs(kind: str) -> list[str]:
-    """What `Visibility._history_rows` reads of a kind's rows: the columns of `history_sql`, of
-    the ledger's condition (`forgotten_sql`) and of retractions (`retractions_sql`)."""
+def _org_relation_inputs(kind: str) -> list[str]:
+    """What `Visibility._org_relation` reads of a kind's rows: the columns of `history_sql` and
+    `visibility_sql`, of the ledger's condition (`forgotten_sql`) and of retractions (`retractions_sql`)."""
     names = [*_SLOT_VERSION_INPUTS, *sorted(SLOT_COLUMNS.get(kind, ()))]
     return list(dict.fromkeys(names))
 
@@ -1925,9 +1918,12 @@ class _Boundaries:
     (known_since; valid_from, valid_to, expires_at). Taking rows in replaces an org's arrays
     with new ones, so a holder of the old arrays keeps the instants as they were then.
 
-    An org's instants are taken from the rows added when first asked for (`instants`):
-    a process's first read of a kind took every org's (~25 ms at 100k, ten times that at
-    1M), the first request after a restart, for the one org it reads.
+    An org's instants from a big add (`LAZY_INSTANTS_ROWS` rows or more: a process's first
+    read of a kind takes in the whole snapshot) are taken when first asked for
+    (`instants`): taking every org's cost the first request after a restart ~25 ms at
+    100k, ten times that at 1M, for the one org it reads. Smaller adds (a write's rows)
+    are taken at once, so what waits holds only those few big adds. The instants are a
+    set: the order they are merged in does not matter.
     """
 
     def __init__(self, epoch: int) -> None:
@@ -1964,7 +1960,10 @@ class _Boundaries:
             self.chunks.setdefault(org, []).extend(
                 zip((self.applied + its).tolist(), firsts[its].tolist(), strict=True)
             )
-            self._waiting.setdefault(org, []).append((rows, codes, code))
+            if rows.num_rows >= LAZY_INSTANTS_ROWS:
+                self._waiting.setdefault(org, []).append((rows, codes, code))
+            else:
+                self._take_instants(org, [(rows, codes, code)])
         self.applied += len(chunks)
         self.rows += int(sizes.sum())
 
@@ -1973,14 +1972,18 @@ class _Boundaries:
         valid_to, expires_at); taken from the rows added since they were last asked for."""
         waiting = self._waiting.pop(org, None)
         if waiting:
-            known, valid = self._known.get(org, _NONE), self._valid.get(org, _NONE)
-            for rows, codes, code in waiting:
-                mine = codes == code
-                ours = rows if mine.all() else rows.filter(pa.array(mine))
-                known = _merged(known, _instants(ours, ("known_since",)))
-                valid = _merged(valid, _instants(ours, ("valid_from", "valid_to", "expires_at")))
-            self._known[org], self._valid[org] = known, valid
+            self._take_instants(org, waiting)
         return self._known.get(org, _NONE), self._valid.get(org, _NONE)
+
+    def _take_instants(self, org: str, added: Sequence[tuple[pa.Table, np.ndarray, int]]) -> None:
+        """Merge *org*'s instants of *added* (rows, each row's org code, the org's) into its arrays (new ones)."""
+        known, valid = self._known.get(org, _NONE), self._valid.get(org, _NONE)
+        for rows, codes, code in added:
+            mine = codes == code
+            ours = rows if mine.all() else rows.filter(pa.array(mine))
+            known = _merged(known, _instants(ours, ("known_since",)))
+            valid = _merged(valid, _instants(ours, ("valid_from", "valid_to", "expires_at")))
+        self._known[org], self._valid[org] = known, valid
 
     def crosses(self, org: str, known: tuple[int, int], valid: tuple[int, int]) -> bool:
         """Whether an instant of *org* lies between two readings of either clock."""
@@ -1989,6 +1992,8 @@ class _Boundaries:
 
 
 _NONE = np.empty(0, dtype=np.int64)
+#: An add of this many rows or more leaves each org's instants until they are asked for (`_Boundaries`).
+LAZY_INSTANTS_ROWS = 10_000
 #: What `_Boundaries.add` reads of an appended chunk.
 _BOUNDARY_COLUMNS = ["org", "known_since", "valid_from", "valid_to", "expires_at"]
 

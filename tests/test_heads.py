@@ -569,13 +569,14 @@ _instant = st.one_of(st.none(), st.integers(0, 40).map(lambda d: T0 + timedelta(
         max_size=12,
     ),
     cuts=st.lists(st.integers(1, 12), max_size=4),
+    lazy_rows=st.integers(0, 7),
 )
 @settings(max_examples=200, deadline=None)
-def test_chunks_taken_in_together_give_the_boundaries_they_give_one_by_one(chunks, cuts):
+def test_chunks_taken_in_together_give_the_boundaries_they_give_one_by_one(chunks, cuts, lazy_rows):
     """`query._Boundaries`: per org, the appends that brought it rows, which chunks they are
     (and where each begins), and the sorted instants of each clock, whatever the batches the
-    chunks are taken in, and whether an org's instants were asked for between them (they are
-    taken from the rows added when asked: `_Boundaries.instants`)."""
+    chunks are taken in, whether an add's instants were taken at once or when asked for
+    (`query.LAZY_INSTANTS_ROWS`), and whether they were asked for between adds."""
     ts = pa.timestamp("us", tz="UTC")
     tables = [
         pa.table(
@@ -586,18 +587,29 @@ def test_chunks_taken_in_together_give_the_boundaries_they_give_one_by_one(chunk
         )
         for rows in chunks
     ]
-    one_by_one, asking = query._Boundaries(0), query._Boundaries(0)
-    for table in tables:
-        one_by_one.add([table])
-        asking.add([table])
-        for org in asking.appends:
-            asking.instants(org)
-    together = query._Boundaries(0)
-    at = 0
-    for cut in [*sorted(set(cuts)), len(tables)]:
-        if at < cut <= len(tables):
-            together.add(tables[at:cut])
-            at = cut
+    lazy_from = query.LAZY_INSTANTS_ROWS
+    try:
+        # every add's instants left until asked for; one of a few rows or more; none
+        query.LAZY_INSTANTS_ROWS = 0
+        one_by_one = query._Boundaries(0)
+        for table in tables:
+            one_by_one.add([table])
+        assert set(one_by_one._waiting) == set(one_by_one.appends)  # nothing taken before it is asked for
+        query.LAZY_INSTANTS_ROWS = lazy_rows
+        asking = query._Boundaries(0)
+        for table in tables:
+            asking.add([table])
+            for org in asking.appends:
+                asking.instants(org)
+        query.LAZY_INSTANTS_ROWS = 10**9
+        together = query._Boundaries(0)
+        at = 0
+        for cut in [*sorted(set(cuts)), len(tables)]:
+            if at < cut <= len(tables):
+                together.add(tables[at:cut])
+                at = cut
+    finally:
+        query.LAZY_INSTANTS_ROWS = lazy_from
     assert (together.applied, together.rows) == (len(tables), sum(len(rows) for rows in chunks))
     assert together.appends == one_by_one.appends and together.chunks == one_by_one.chunks
     for org in one_by_one.appends:
