@@ -8,6 +8,7 @@ from here.
 ['AuditEvent', 'AuditLog', 'Authorization']
 """
 
+from .arrow_pool import prefer_jemalloc
 from .audit import AuditEvent, AuditLog
 from .authz import Authorization, authorize
 from .browse import History, Listing, SlotVersion
@@ -114,4 +115,5 @@ __all__ = [
     "__version__",
     "authorize",
     "open",
+    "prefer_jemalloc",
 ]

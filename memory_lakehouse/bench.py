@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from .arrow_pool import pool_in_use
 from .progress import Progress, configure
 from .records import Fact
 from .scope import Principal, Scope
@@ -466,7 +467,13 @@ def _run(records: int, *, quick: bool, root: str, recall: bool, embedder: str) -
             store = open_store(root, clock=clock, embedder=_embedder(embedder))
             figures = recall_figures(store, records, clock=clock, rounds=2 * rounds)
             store.close()
-            out = {"records": records, "store": root, "recall": figures, "peak_rss_mb": peak_rss_mb()}
+            out = {
+                "records": records,
+                "store": root,
+                "arrow_pool": pool_in_use(),
+                "recall": figures,
+                "peak_rss_mb": peak_rss_mb(),
+            }
             bar.advance()
             bar.phase("serving from a fresh process")
             serving = in_fresh_process(
@@ -484,7 +491,7 @@ def _run(records: int, *, quick: bool, root: str, recall: bool, embedder: str) -
         return out
     clock = _ManualClock(T0)
     store = open_store(root, clock=clock, embedder=_embedder(embedder))
-    out = {"records": records, "store": root, "embedder": store.retriever.embedder.name}
+    out = {"records": records, "store": root, "embedder": store.retriever.embedder.name, "arrow_pool": pool_in_use()}
     alice = Principal("alice", Scope("org00", "support", "tier2", "alice"), role="member")
     writes = [Fact(f"single:{i}", "plan", f"value {i}", T0, source="bench@v1") for i in range(rounds)]
     wi = iter(writes)

@@ -34,6 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .arrow_pool import pool_in_use
 from .maintenance import MaintenancePolicy
 from .progress import Progress
 from .records import Fact, Preference
@@ -873,7 +874,7 @@ def markdown(result: dict[str, Any]) -> str:
 
     lines = [
         f"records: {result['records']:,}, workload: tenants (20 orgs x 5 teams x 10 actors), embedder: hashing; "
-        f"load {result.get('loadavg_before')} -> {result.get('loadavg_after')}",
+        f"Arrow pool: {result.get('arrow_pool')}; load {result.get('loadavg_before')} -> {result.get('loadavg_after')}",
         "",
         "| figure | memory_lakehouse (CPU) | floor: SQLite + numpy (CPU) | store / floor |",
         "|---|---|---|---|",
@@ -913,7 +914,7 @@ def _run(
 ) -> dict[str, Any]:
     from .bench import in_fresh_process
 
-    out: dict[str, Any] = {"records": records, "workload": "tenants", "rounds": rounds}
+    out: dict[str, Any] = {"records": records, "workload": "tenants", "rounds": rounds, "arrow_pool": pool_in_use()}
     with open("/proc/loadavg", encoding="ascii") as fh:
         out["loadavg_before"] = fh.read().split()[:3]
     module = load_floor(floor_path) if floor else None

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
 from .. import errors
+from ..arrow_pool import prefer_jemalloc
 from ..progress import Progress
 from ..records import from_dict, to_dict
 from ..scope import ROLES, Principal, Scope
@@ -619,6 +620,7 @@ def _reporting(quiet: bool) -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    prefer_jemalloc()  # the command is an application: it picks Arrow's pool for its process (`arrow_pool`)
     try:
         # `eval` hands its options to the suite's own parser: its --quiet silences our log lines too
         quiet = bool(getattr(args, "quiet", False)) or "--quiet" in getattr(args, "rest", ())
