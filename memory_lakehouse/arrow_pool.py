@@ -1,14 +1,14 @@
 """Which allocator Arrow's buffers come from in a process that serves memory.
 
 pyarrow takes every buffer the store reads or builds (snapshots, takes, Parquet reads and
-writes) from its default memory pool: mimalloc in the pyarrow this project pins. mimalloc
-keeps segments per thread and gives freed pages back late, so a serving process's
-resident memory grows past what it holds: on the multi-tenant bench at 100k records
-(`memlake bench --workload tenants`), most of the store's Δ peak RSS over its peak
-working set came from the pool, and jemalloc (also built into pyarrow's wheels) held
-the same buffers in less; see docs/performance.md, "a process's Arrow pool". Arrow's
-maintainers point users who see this to ``ARROW_DEFAULT_MEMORY_POOL=jemalloc``
-(apache/arrow#46929).
+writes) from its default memory pool: mimalloc since pyarrow 20 (this project needs >=
+20). What an allocator keeps of freed pages for reuse counts in the process's RSS, and
+mimalloc kept more of it here. On the multi-tenant bench (`memlake bench --workload
+tenants`, same code, two pairs) jemalloc, also built into pyarrow's wheels, held the same
+work in less: Δ peak RSS 403-415 MB against 421-436 at 100k records, a restarted process's
+211-223 against 252-278, and 2,202 against 2,332 MB at 1M (one run each); see
+docs/performance.md, "Twenty-fourth round". Arrow's maintainers point users who see this
+to ``ARROW_DEFAULT_MEMORY_POOL=jemalloc`` (apache/arrow#46929).
 
 The pool is the process's, shared with every other Arrow user in it: the library never
 switches it on its own (`open` does not call this). An application calls `prefer_jemalloc`
