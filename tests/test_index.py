@@ -4,6 +4,7 @@ files are saved atomically, and a replace leaves no byte of the old partition.""
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import hnswlib
@@ -728,3 +729,14 @@ def test_only_the_org_read_last_keeps_its_float32_pages_in_rss(tmp_path, monkeyp
         assert kept > 0
         acme.vectors_of(rids["acme"][:50])  # the fusion's cosines read an org too
         assert resident_kb(globex._vectors.data) < 64 < kept
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, 8191, 8192, 8193, 3 * 8192 + 5])
+def test_a_files_crc_summed_through_its_map_window_by_window_is_zlibs_over_its_bytes(tmp_path, monkeypatch, size):
+    """`_crc32` sums a map in windows, letting each window's pages go: the same CRC as the
+    bytes read whole, for a file empty, within one window, on a window's edge or across many."""
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    path = tmp_path / "file"
+    path.write_bytes(data)
+    monkeypatch.setattr(index_mod, "CRC_WINDOW", 8192)  # two pages: the edges are cheap to reach
+    assert index_mod._crc32(path) == zlib.crc32(data)
