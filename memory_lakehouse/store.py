@@ -181,11 +181,8 @@ class MemoryStore:
     ) -> None:
         if index not in INDEX_MODES:
             raise ValidationError(f"index must be one of {INDEX_MODES}, got {index!r}", field="index")
-        if catch_up not in CATCH_UP_MODES:
-            raise ValidationError(f"catch_up must be one of {CATCH_UP_MODES}, got {catch_up!r}", field="catch_up")
+        self.catch_up = catch_up  # checked here, before anything is opened
         self.index_mode = index
-        #: whether a small write takes its rows into what reads built (`catch_up.after_write`)
-        self.catch_up = catch_up
         self._writes_in_flight = WritesInFlight()
         budget = CacheBudget.of(READ_CACHE_BYTES if read_cache_bytes is None else read_cache_bytes)
         self.clock = StoreClock(clock)
@@ -231,6 +228,19 @@ class MemoryStore:
         self.retriever.wait_for_warm_up()
         self.retriever.flush(let_go=True)
         self.vis.con.close()
+
+    @property
+    def catch_up(self) -> str:
+        """Who takes a small write's rows into what reads built (`catch_up.after_write`):
+        ``"write"``, the write before it returns, or ``"read"``, the next read. It may be
+        changed while the store serves; anything else is refused, not read as ``"read"``."""
+        return self._catch_up
+
+    @catch_up.setter
+    def catch_up(self, mode: str) -> None:
+        if mode not in CATCH_UP_MODES:
+            raise ValidationError(f"catch_up must be one of {CATCH_UP_MODES}, got {mode!r}", field="catch_up")
+        self._catch_up = mode
 
     def __enter__(self) -> MemoryStore:
         return self

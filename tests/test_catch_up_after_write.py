@@ -191,3 +191,20 @@ def test_a_failed_catch_up_leaves_the_write_standing(tmp_path, monkeypatch, capl
 def test_catch_up_names_its_modes():
     with pytest.raises(ml.ValidationError, match="catch_up must be one of"):
         ml.open("/nonexistent", catch_up="later")
+
+
+def test_a_catch_up_mode_set_while_serving_is_checked_and_a_bad_one_changes_nothing(tmp_path):
+    """`store.catch_up` may change while the store serves; a misspelt mode is refused, not
+    taken for "read" (which would quietly move every small write's steps to its reader)."""
+    now = [T0 + timedelta(days=3)]
+    store = _seeded(tmp_path / "s", now)
+    with pytest.raises(ml.ValidationError, match="catch_up must be one of") as refused:
+        store.catch_up = "writes"
+    assert refused.value.field == "catch_up"
+    assert store.catch_up == "write"
+    written: list[str] = []
+    with store.tracer(written.append):
+        store.write(_fact("user:3", "Pro"), by=LEAD)
+    assert any("advanced by the rows written since" in line for line in written), written  # still the write's
+    store.catch_up = "read"
+    assert store.catch_up == "read"
