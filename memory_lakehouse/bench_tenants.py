@@ -379,6 +379,7 @@ def run_store(
         clocked("mixed-recall-other", partial(store.recall, queries[i], by=away, k=k))
         own = actor_principal(org, f"team{1 + i % 4}", f"mixed{i}")
         clocked("mixed-recall-own", partial(store.recall, queries[rounds + i], by=own, k=k))
+    out.update(_agent_flows(store, clock, clocked, samples, rounds=min(rounds, 40)))
     out["write_many_fact_and_preference"] = _stats(*samples["mixed-write"])
     out["recall_first_after_mixed_kind_write_other_org"] = _stats(*samples["mixed-recall-other"])
     out["recall_first_after_mixed_kind_write_own_org"] = _stats(*samples["mixed-recall-own"])
@@ -567,6 +568,67 @@ def compact(root: str, clock_at: str) -> int:
 
     with open_store(root, clock=_Clock(datetime.fromisoformat(clock_at)), embedder=HashingEmbedder(dim=384)) as store:
         return store.maintenance.compact().files_removed
+
+
+def _agent_flows(
+    store: Any,
+    clock: _Clock,
+    clocked: Callable[[str, Callable[[], Any]], None],
+    samples: dict[str, tuple[list[float], list[float]]],
+    *,
+    rounds: int,
+) -> dict[str, Any]:
+    """What an agent's other writes cost, and what the next reader of the org is served.
+
+    Per round, in one org: an agent proposes a fact and a lead approves it; a new actor's
+    first `get_fact` of it (it must be served the approved value); the lead retracts it; a
+    new actor's first `get_fact` (it must be served nothing); and a capture of a four-turn
+    conversation (the turns and what the rule extractor takes from them, waited for).
+    The misses count reads that were served anything else: a fast path that skipped a
+    retraction or an approval shows there, not only in the tests.
+    """
+    misses = {"approved_not_served": 0, "retracted_served": 0}
+
+    def run(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        result: list[Any] = []
+        clocked(name, lambda: result.append(fn(*args, **kwargs)))
+        return result[0]
+
+    def captured(session: str, turns: list[dict[str, str]], **options: Any) -> Any:
+        return store.capture(session, turns, **options).result()  # stored, extracted and reconciled
+
+    for i in range(rounds):
+        org = ORGS[i % 20]
+        said = Scope(org)
+        agent = Principal(f"agent-{org}", said, role="agent")
+        lead = Principal(f"lead-{org}", said, role="curator")
+        subject = f"flow:{i}"
+        draft = Fact(subject, "plan", f"value {i}", clock.now, source="bench@v1", scope=said)
+        proposed = run("flow-propose", store.propose, draft, by=agent)
+        approved = run("flow-approve", store.approve, proposed.record_id, by=lead)
+        reader = actor_principal(org, f"team{1 + i % 4}", f"flow{i}")
+        served = run("flow-get-approved", store.get_fact, subject, "plan", by=reader)
+        misses["approved_not_served"] += getattr(served, "value", None) != f"value {i}"
+        run("flow-retract", store.retract, approved.record_id, by=lead, reason="bench: withdrawn")
+        later = actor_principal(org, f"team{1 + i % 4}", f"flow-later{i}")
+        misses["retracted_served"] += run("flow-get-retracted", store.get_fact, subject, "plan", by=later) is not None
+        turns = [
+            {"role": "user", "text": f"My name is Dana and I moved to Austin in round {i}."},
+            {"role": "assistant", "text": "Thanks, noted."},
+            {"role": "user", "text": "I prefer email over phone calls."},
+            {"role": "assistant", "text": "Email it is."},
+        ]
+        run("flow-capture", captured, f"bench-flow-{i}", turns, by=lead, subject=f"user:flow{i}", scope=said)
+    out: dict[str, Any] = {
+        "propose_by_an_agent": _stats(*samples["flow-propose"]),
+        "approve_by_a_lead": _stats(*samples["flow-approve"]),
+        "get_fact_first_after_an_approval": _stats(*samples["flow-get-approved"]),
+        "retract_by_a_lead": _stats(*samples["flow-retract"]),
+        "get_fact_first_after_a_retraction": _stats(*samples["flow-get-retracted"]),
+        "capture_of_four_turns": _stats(*samples["flow-capture"]),
+    }
+    out.update(misses)
+    return out
 
 
 #: Threads of the concurrent-writers figure: each writes one record at a time to an org of its own.
@@ -779,6 +841,18 @@ def markdown(result: dict[str, Any]) -> str:
         *(
             (f"{label} (ms)", lat(s, key), (None, None), False)
             for label, key in (
+                ("propose p50, by an agent", "propose_by_an_agent"),
+                ("approve p50, by a lead", "approve_by_a_lead"),
+                ("get_fact p50, a new actor's first after an approval", "get_fact_first_after_an_approval"),
+                ("retract p50, by a lead", "retract_by_a_lead"),
+                ("get_fact p50, a new actor's first after a retraction", "get_fact_first_after_a_retraction"),
+                ("capture p50, four turns and what the rule extractor takes", "capture_of_four_turns"),
+            )
+            if key in s
+        ),
+        *(
+            (f"{label} (ms)", lat(s, key), (None, None), False)
+            for label, key in (
                 ("write_many p50, a fact and a preference in one commit", "write_many_fact_and_preference"),
                 (
                     "recall p50, first after a fact + preference commit, another org",
@@ -884,7 +958,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | {cell(mine)} | {cell(theirs)} | {ratio} |")
     lines.append(
         f"\ntop-k starved: {s['top_k_starved']}, as-of leaks: {s['as_of_leaks']}, "
-        f"replay leaks: {s['replay']['leaked_decisions']}; get_fact hit rate {s['get_fact_hit_rate']}"
+        f"replay leaks: {s['replay']['leaked_decisions']}; get_fact hit rate {s['get_fact_hit_rate']}; "
+        f"approvals not served: {s.get('approved_not_served')}, retractions served: {s.get('retracted_served')}"
     )
     return "\n".join(lines)
 

@@ -72,6 +72,12 @@ def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload_and
     assert (
         store["write_many_fact_and_preference"]["n"] == store["recall_first_after_mixed_kind_write_other_org"]["n"] == 5
     )
+    # an agent's other writes: a proposal approved, then retracted, and a capture; each
+    # approval's value is served to the org's next new actor, each retraction hides it
+    for key in ("propose_by_an_agent", "approve_by_a_lead", "get_fact_first_after_an_approval", "retract_by_a_lead"):
+        assert store[key]["n"] == 5, key
+    assert store["get_fact_first_after_a_retraction"]["n"] == store["capture_of_four_turns"]["n"] == 5
+    assert store["approved_not_served"] == 0 and store["retracted_served"] == 0
     # reads at past bases of their own need each org's history: read by a query once, then picked
     cache = store["read_cache"]
     assert cache["history_queries"] >= 1 and cache["history_picks"] >= 1 and cache["bound_mb"] == 512
@@ -83,6 +89,7 @@ def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload_and
     table = bench_tenants.markdown(out)
     assert "| recall p50, each query a new actor (ms) |" in table and "store / floor" in table
     assert "| recall p50, first after a fact + preference commit, another org (ms) |" in table
+    assert "| retract p50, by a lead (ms) |" in table and "approvals not served: 0, retractions served: 0" in table
     assert f"| {cache['history_queries']} ({cache['history_picks']}) |" in table
     assert f"| reopened in a process of its own, compacted (20 fact files): open (s) | {compacted['open_s']} |" in table
 
