@@ -31,8 +31,8 @@ def prefer_jemalloc() -> str:
 
     The choice is left alone when ``ARROW_DEFAULT_MEMORY_POOL`` is set (whatever it names)
     or when this pyarrow build has no jemalloc (then the default stays). Otherwise the
-    variable is set too, so that processes this one spawns (the bench's, the index
-    builder's) make the same choice when pyarrow starts in them. Buffers allocated before
+    variable is set too, so that processes this one spawns (the bench's fresh processes,
+    an `ExtractionWorker`'s) make the same choice when pyarrow starts in them. Buffers allocated before
     the switch stay in the pool they came from and are freed there: the switch is safe at
     any time, and cheapest before the first big read.
     """
