@@ -169,6 +169,20 @@ class Bm25:
         """
         return [max(0.0, math.log((self.size - df + 0.5) / (df + 0.5))) for df in map(self._document_frequency, tokens)]
 
+    def _shares(self, query: str, idf_from: Bm25 | None = None) -> list[tuple[str, float]]:
+        """Each distinct word of *query* with its share of the query's IDF mass (*idf_from*'s
+        IDF, this model's by default): the one definition `coverage`, `coverage_at` and
+        `coverage_of` add up. Empty when the query has no words, or every word is in half the
+        rows or more (no lexical evidence at all)."""
+        words = list(dict.fromkeys(query_tokens(query)))
+        if not words:
+            return []
+        idf = (idf_from or self).idf(words)
+        total = sum(idf)
+        if total <= 0:
+            return []
+        return [(word, weight / total) for word, weight in zip(words, idf, strict=True)]
+
     def coverage(self, query: str, idf_from: Bm25 | None = None) -> np.ndarray:
         """Per row, the share of the query's IDF mass its words match (`lexical_coverage`), in [0, 1].
 
@@ -177,18 +191,13 @@ class Bm25:
         (rows newer than the org's model are weighed by the org's, not by their own few).
         """
         out = np.zeros(self.size, dtype=np.float32)
-        words = list(dict.fromkeys(query_tokens(query)))
-        if not words or self.model is None:
-            return out
-        idf = (idf_from or self).idf(words)
-        total = sum(idf)
-        if total <= 0:  # every word is in half the rows or more: no lexical evidence at all
+        if self.model is None:
             return out
         indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
-        for word, weight in zip(words, idf, strict=True):
+        for word, share in self._shares(query, idf_from):
             col = self._column(word)
             if col is not None:
-                out[indices[indptr[col] : indptr[col + 1]]] += weight / total
+                out[indices[indptr[col] : indptr[col + 1]]] += share
         return out
 
     def coverage_at(self, query: str, rows: np.ndarray) -> np.ndarray:
@@ -197,26 +206,21 @@ class Bm25:
         Recall needs the coverage of its pool only (a few dozen rows), and at 1M a query's
         common words are held by most of an org's 50,000 rows (~0.17 ms a recall for the
         whole array). Each word's column holds its rows in order, so a binary search per
-        word tells which of *rows* hold it; the weights are added in the same order.
+        word tells which of *rows* hold it; the shares are added in the same order.
         tests/test_ranking.py checks it against `coverage`.
         """
         rows = np.asarray(rows, dtype=np.int64)
         out = np.zeros(len(rows), dtype=np.float32)
-        words = list(dict.fromkeys(query_tokens(query)))
-        if not words or self.model is None or not len(rows):
-            return out
-        idf = self.idf(words)
-        total = sum(idf)
-        if total <= 0:
+        if self.model is None or not len(rows):
             return out
         indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
-        for word, weight in zip(words, idf, strict=True):
+        for word, share in self._shares(query):
             col = self._column(word)
             held = indices[indptr[col] : indptr[col + 1]] if col is not None else indices[:0]
             if not len(held):
                 continue
             at = np.minimum(np.searchsorted(held, rows), len(held) - 1)
-            out[held[at] == rows] += weight / total
+            out[held[at] == rows] += share
         return out
 
     def _document_frequency(self, token: str) -> int:
@@ -263,19 +267,15 @@ class Bm25:
         """`coverage` of *query* for each of *texts* (rows this model does not hold), weighed by
         this model's IDF: what ``Bm25(texts).coverage(query, idf_from=self)`` gives, without the model."""
         out = np.zeros(len(texts), dtype=np.float32)
-        words = list(dict.fromkeys(query_tokens(query)))
-        if not words or not texts:
-            return out
-        idf = self.idf(words)
-        total = sum(idf)
-        if total <= 0:
+        shares = self._shares(query) if texts else []
+        if not shares:
             return out
         for i, doc in enumerate(tokenize(texts)):
             present = set(doc)
             share = np.float32(0.0)
-            for word, weight in zip(words, idf, strict=True):
+            for word, weight in shares:
                 if word in present:
-                    share += np.float32(weight / total)
+                    share += np.float32(weight)
             out[i] = share
         return out
 
