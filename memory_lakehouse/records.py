@@ -66,8 +66,29 @@ def subject_key(subject: str) -> str:
     return hashlib.sha256(b"memlake-subject\x00" + subject.strip().casefold().encode()).hexdigest()
 
 
+def fact_slot(kind: str, subject: str, attribute: str) -> str:
+    """The lineage id of a fact's or preference's slot: its kind, subject and attribute,
+    each stripped and case-folded. Reads of one slot (`Store.get_fact`) look its heads up by
+    it (`heads.OrgHeads.visible`), so the write path and the read share this definition."""
+    return _slot(kind, subject, attribute)
+
+
+#: What a slot's parts are joined by before they are hashed (`_slot`).
+SLOT_SEPARATOR = "\x1f"
+
+
 def _slot(*parts: Any) -> str:
-    raw = "\x1f".join(["" if p is None else str(p).strip().casefold() for p in parts])  # a list: ~1 µs less
+    """A slot's lineage id: a hash of its parts, each stripped and case-folded (None as empty).
+
+    The parts are joined by `SLOT_SEPARATOR`, unless one holds it: joined, ("a<sep>b", "c")
+    and ("a", "b<sep>c") were one string, so a fact about subject "a" superseded one about
+    "a<sep>b". Such parts are spelled as a JSON list after a mark no join begins with (a
+    join begins with the kind's name), which keeps every other slot's id as it was.
+    """
+    folded = ["" if p is None else str(p).strip().casefold() for p in parts]  # a list: ~1 µs less
+    raw = SLOT_SEPARATOR.join(folded)
+    if raw.count(SLOT_SEPARATOR) != len(folded) - 1:
+        raw = "\x1e" + json.dumps(folded)
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
@@ -375,7 +396,7 @@ def _fact_like(kind: str, cls: type, text_parts: tuple[str, ...]) -> KindSpec:
             "valid_from": row["valid_from"],
             "valid_to": row["valid_to"],
         },
-        slot=lambda r, scope: _slot(kind, r.subject, r.attribute),
+        slot=lambda r, scope: fact_slot(kind, r.subject, r.attribute),
         content=lambda r: (_json(r.value, "value"), r.valid_to),
         text_parts=text_parts,
     )
