@@ -409,6 +409,7 @@ class OrgHeads:
         subject_key: str | None = None,
         filters: Mapping[str, str] | None = None,
         ordered: bool = True,
+        slot: str | None = None,
     ) -> np.ndarray | None:
         """Indices (into these arrays) of what *scope*'s reader is served, in the query's order
         (in snapshot order with ``ordered=False``: the same set, the positions ascending):
@@ -421,11 +422,23 @@ class OrgHeads:
         of an org's 50k rows at 1M: 1.36 ms unsorted, 0.32 sorted).
 
         *snapshot* is the kind's Arrow snapshot the positions point into (for subject keys).
+
+        *slot*, when given, is the lineage id of every row of *subject_key* the read can be
+        served, and every row of it is of that subject (a `get_fact`'s subject and attribute:
+        `query._read_slot`): its heads are one run of the (slot, depth) order, found by a
+        binary search. The subject index a cell builds on its first subject read
+        (`_subject_rows`: ~1.3 ms for 5k heads at 100k, built anew for each cell picked from a
+        history, as after every retraction) is then not needed. The filters still apply.
         """
         if subject_key is None and not filters:  # every head: the mask over the arrays, no gather through indices
             idx = np.flatnonzero(self._reader_mask(scope))
         else:
-            idx = self._subject_rows(subject_key, snapshot) if subject_key is not None else np.arange(len(self.rows))
+            if slot is not None:
+                idx = self._slot_rows(slot)
+            elif subject_key is not None:
+                idx = self._subject_rows(subject_key, snapshot)
+            else:
+                idx = np.arange(len(self.rows))
             for col, value in (filters or {}).items():
                 picked = self._filtered(idx, col, value)
                 if picked is None:
@@ -458,6 +471,14 @@ class OrgHeads:
         if len(idx) <= SMALL_FILTER:
             return _filtered_small(idx, values.to_pylist(), value)
         return _filtered_arrow(idx, values, value)
+
+    def _slot_rows(self, lineage_id: str) -> np.ndarray:
+        """Indices of the heads of the slot *lineage_id*: a run of the (slot, depth) order."""
+        code = self.lineage_codes.get(lineage_id)
+        if code is None:
+            return np.empty(0, dtype=np.int64)
+        lo, hi = np.searchsorted(self.lineage, [code, code + 1])
+        return np.arange(lo, hi, dtype=np.int64)
 
     def _subject_rows(self, key: str, snapshot: pa.Table) -> np.ndarray:
         if self._by_subject is None:
@@ -548,7 +569,7 @@ class OrgHistory:
         if not new.num_rows and not retracted:
             return self
         if not new.num_rows:
-            return replace(self, retracted=_retracted(self.rows, self.retracted, retracted))
+            return self.retracting(retracted or {})
         lineage_ids = new.column("lineage_id").to_pylist()
         lineage_codes = self.lineage_codes
         known = lineage_codes.get_many(lineage_ids)
@@ -575,6 +596,19 @@ class OrgHistory:
                 for c, held in self.slot_values.items()
             },
         )
+
+    def retracting(self, retracted: Mapping[int, int]) -> OrgHistory:
+        """This history with the versions at the positions *retracted* retracted from the
+        instants given (µs), where those are earlier than the ones held (`advanced`)."""
+        return replace(self, retracted=_retracted(self.rows, self.retracted, retracted)) if retracted else self
+
+    def slot_versions(self, lineage_ids: Sequence[str]) -> np.ndarray:
+        """Indices of the versions of the slots *lineage_ids*: runs of the sort's first key."""
+        codes = sorted(set(self.lineage_codes.get_many(list(lineage_ids)).values()))
+        if not codes:
+            return np.empty(0, dtype=np.int64)
+        bounds = np.searchsorted(self.lineage, np.asarray([(c, c + 1) for c in codes]).ravel()).reshape(-1, 2)
+        return np.concatenate([np.arange(lo, hi, dtype=np.int64) for lo, hi in bounds])
 
     @classmethod
     def _sorted(

@@ -363,6 +363,91 @@ def test_a_retraction_row_written_in_another_org_retracts_nothing(tmp_path, reop
     check(store, "Free")
 
 
+def test_a_retraction_row_of_another_slot_still_retracts_its_target_in_the_orgs_history(tmp_path):
+    """`retract` writes a retraction in its target's slot, and the history's advance looks
+    for targets there first (`Visibility._retracted_by`); a retraction row written by hand
+    in another slot of the same org retracts its target all the same (`retractions_sql`
+    joins on the id and the org only), in the history advanced past it as in the query."""
+    now = [T0 + timedelta(days=1)]
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
+    ann = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
+    scope = ml.Scope("acme", "support")
+    store.write(ml.Fact("user:1", "plan", "Free", T0, source="crm", scope=scope), by=lead)
+    other = store.write(ml.Fact("user:2", "plan", "Team", T0, source="crm", scope=scope), by=lead)
+    now[0] += timedelta(hours=1)
+    pro = store.write(ml.Fact("user:1", "plan", "Pro", T0 + timedelta(hours=2), source="crm", scope=scope), by=lead)
+    now[0] += timedelta(hours=1)
+    before = now[0]
+    assert present(store.get_fact("user:1", "plan", by=ann)).value == "Pro"
+    assert present(store.get_fact("user:1", "plan", by=ann, as_of=before - timedelta(minutes=30))).value == "Pro"
+    now[0] += timedelta(hours=1)
+    row = stored_row(store, "fact", other.record_id)  # user:2's slot
+    for name, value in (("status", "retracted"), ("supersedes", pro.record_id)):
+        at = row.schema.get_field_index(name)
+        row = row.set_column(at, row.schema.field(at), pa.array([value], row.schema.field(at).type))
+    append_raw(store, row, record_id="retraction-in-another-slot", own_txn=True)
+    now[0] += timedelta(hours=1)
+    lines: list[str] = []
+    with store.tracer(lines.append):
+        assert present(store.get_fact("user:1", "plan", by=ann)).value == "Free"
+        assert present(store.get_fact("user:2", "plan", by=ann)).value == "Team"
+        assert present(store.get_fact("user:1", "plan", by=ann, as_of=before)).value == "Pro"
+    assert any("(a retraction among them)" in line for line in lines), lines
+    assert store.read_cache_stats().history_queries == 1, lines
+    for reader in (ann, lead):
+        for basis in (store._basis(None, None, None), store._basis(before, None, None)):
+            for subject in (None, "user:1"):
+                assert _fast(store, "fact", reader, basis, subject) == _slow(store, "fact", reader, basis, subject)
+
+
+@pytest.mark.parametrize("retracted", [False, True], ids=["advanced cell", "cell picked from the history"])
+def test_a_read_of_one_slot_is_served_what_the_query_serves_however_its_parts_are_spelled(tmp_path, retracted):
+    """`get_fact` finds its slot's heads by the slot's lineage id (`query._read_slot`), not by
+    the subject index, on a cell advanced by a write and on one picked from the org's
+    history (after a retraction): the same rows as the per-reader query, whatever case and
+    spaces the subject and attribute were written with. An attribute spelled otherwise
+    than the read's is left to the query (`OrgHeads._filtered`). Parts holding the separator
+    a slot's parts are joined by are slots of their own (`records._slot`)."""
+    now = [T0 + timedelta(days=1)]
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
+    ann = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
+    scope = ml.Scope("acme", "support")
+    written = [
+        ("User:1", "plan", "Free"),
+        (" user:1 ", "plan", "Pro"),
+        ("user:2", "Plan", "Team"),
+        ("user:3", "seats", "5"),
+        ("user:3", "plan", "Free"),
+        ("a\x1fb", "c", "one"),
+        ("a", "b\x1fc", "two"),
+    ]
+    for i, (subject, attribute, value) in enumerate(written):
+        store.write(ml.Fact(subject, attribute, value, T0 + timedelta(hours=i), source="crm", scope=scope), by=lead)
+    now[0] += timedelta(hours=1)
+    store.get_fact("user:9", "plan", by=ann)  # the org's cell, built before the writes below
+    gone = store.write(ml.Fact("user:4", "plan", "Pro", T0, source="crm", scope=scope), by=lead)
+    if retracted:
+        now[0] += timedelta(hours=1)
+        store.retract(gone.record_id, by=lead, reason="wrong account")
+    now[0] += timedelta(hours=1)
+    reads = [("user:1", "plan"), ("USER:1", "plan"), ("user:2", "plan"), ("user:3", "seats"), ("user:3", "plan")]
+    reads += [("user:4", "plan"), ("a\x1fb", "c"), ("a", "b\x1fc"), ("user:9", "plan")]
+    basis = store._basis(None, None, None)
+    for reader in (ann, lead):
+        for subject, attribute in reads:
+            filters = {"attribute": attribute}
+            assert _fast(store, "fact", reader, basis, subject, filters) == _slow(
+                store, "fact", reader, basis, subject, filters
+            ), (subject, attribute)
+    assert present(store.get_fact("USER:1", "plan", by=ann)).value == "Pro"
+    assert (store.get_fact("user:4", "plan", by=ann) is None) is retracted
+    assert present(store.get_fact("a\x1fb", "c", by=ann)).value == "one"
+    assert present(store.get_fact("a", "b\x1fc", by=ann)).value == "two"
+    assert store.vis._heads[("fact", "acme")][-1].heads._by_subject is None  # no read of one slot built the index
+
+
 def test_advanced_heads_keep_hiding_an_appended_row_the_ledger_forgets(tmp_path):
     """A row of a forgotten subject at its old generation, appended after the forget by a
     writer that skipped the write path's checks (an old backfill job, another engine):
