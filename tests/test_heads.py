@@ -594,6 +594,30 @@ def test_appended_heads_take_the_places_the_stable_sort_gives_them(old, appended
     assert _with_inserted(lineage, depth, len(old)).tolist() == np.lexsort((depth, lineage)).tolist()
 
 
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(1, 4), st.integers(-1, 2), st.integers(0, 3)), max_size=40),
+    st.lists(st.tuples(st.integers(0, 7), st.integers(1, 4), st.integers(-1, 2), st.integers(0, 3)), max_size=40),
+)
+@settings(max_examples=300, deadline=None)
+def test_versions_appended_to_a_sorted_history_take_the_places_the_sort_gives_them(old, appended):
+    """`OrgHistory.advanced` places a few appended versions among the sorted ones
+    (`_version_order`) instead of sorting every version again by its nine keys: the same
+    permutation as ``np.lexsort``, ties on every key but the unique position included,
+    and past `INSERTED_VERSIONS` appended the sort itself."""
+    from memory_lakehouse.heads import _version_order
+
+    rows = list(range(len(old) + len(appended)))
+    random.Random(len(rows)).shuffle(rows)
+    versions = [(*v, r) for v, r in zip(old + appended, rows, strict=True)]
+    versions[: len(old)] = sorted(versions[: len(old)])
+    keys = [np.array(column, dtype=np.int64) for column in zip(*versions, strict=True)] if versions else []
+    if not keys:
+        return
+    keys[0] = keys[0].astype(np.int32)  # the lineage codes' and the depths' own types
+    keys[1] = keys[1].astype(np.int8)
+    assert _version_order(keys, len(old)).tolist() == np.lexsort(keys[::-1]).tolist()
+
+
 @pytest.mark.parametrize("catch_up", ["write", "read"])
 def test_a_backdated_version_written_after_the_current_one_does_not_take_its_head(tmp_path, catch_up):
     """The head of a (slot, scope) is its latest valid_from, not its latest write: heads
