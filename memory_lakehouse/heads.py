@@ -598,6 +598,23 @@ class OrgHistory:
             },
         )
 
+    @classmethod
+    def empty(cls, kind: str) -> OrgHistory:
+        """The history of an org with no rows of *kind*: what its first rows advance (`advanced`)."""
+        none = np.empty(0, dtype=np.int64)
+        return cls._sorted(
+            rows=none,
+            lineage=np.empty(0, dtype=np.int32),
+            lineage_codes=SortedCodes.of([]),
+            depth=np.empty(0, dtype=np.int8),
+            key=np.empty((0, len(HEAD_KEY)), dtype=np.int64),
+            retracted=none,
+            ends=none,
+            expires=none,
+            levels={level: (np.empty(0, dtype=np.int32), {}) for level in SCOPE_LEVELS},
+            slot_values={c: pa.array([], pa.string()) for c in sorted(SLOT_COLUMNS.get(kind, ()))},
+        )
+
     def retracting(self, retracted: Mapping[int, int]) -> OrgHistory:
         """This history with the versions at the positions *retracted* retracted from the
         instants given (µs), where those are earlier than the ones held (`advanced`)."""

@@ -1010,12 +1010,18 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
             return window[2], "picked from the org's history (the last one read)"
         older = held if held is not None else window[1:] if window is not None and window[0] == key else None
         advanced = self._history_advanced(kind, org, older, state) if older is not None else None
+        seeded = advanced is None and self._few_rows(kind, org)
+        if seeded:  # the history before the org's first row, advanced by all of them
+            epoch, _, ledger = state
+            advanced = self._history_advanced(kind, org, ((epoch, 0, ledger), OrgHistory.empty(kind)), state)
         if advanced is not None:
             self._history_advances += 1
             history, retracting = advanced
             how = "picked from the org's history, advanced by the rows written since" + (
                 " (a retraction among them)" if retracting else ""
             )
+            if seeded:
+                how = "picked from the org's few rows, its history built from them without a query"
         else:
             self._history_queries += 1
             history = OrgHistory.of(self._history_rows(kind, org), kind)
@@ -1028,6 +1034,22 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
                 self._keep_history(*window)
             self._history_window = (key, state, history)
         return history, how
+
+    def _few_rows(self, kind: str, org: str) -> bool:
+        """Whether every row *org* has of *kind* lies in snapshot chunks of at most
+        `HISTORY_FROM_ROWS` rows in all: then its history is the empty one advanced by them
+        (`_history`), instead of a query of its rows (~5 ms at 100k). So an org's first rows
+        of a kind written while the process serves (a capture's first preference), or a small
+        store's, are read without DuckDB."""
+        named = self._boundaries(kind).chunks.get(org, ())
+        if len(named) > HISTORY_FROM_ROWS:  # each brought the org a row at least
+            return False
+        chunks, rows = self.lake.appended(kind)[1], 0
+        for index, _ in named:
+            rows += int(chunks[index].num_rows)
+            if rows > HISTORY_FROM_ROWS:
+                return False
+        return True
 
     def _history_rows(self, kind: str, org: str) -> pa.Table:
         """`history_sql` for *org*, asked of the org's rows (`_org_relation`), not of the mirror."""
@@ -1795,6 +1817,9 @@ MIRROR_COMPRESSED = True
 HEAD_CELLS = 4
 #: Heads are advanced by at most this many appended rows of the org; more run the query.
 ADVANCE_ROWS = 512
+#: An org whose rows of a kind lie in snapshot chunks of at most this many rows in all has its
+#: history built from them, not queried (`Visibility._few_rows`); within `ADVANCE_ROWS`.
+HISTORY_FROM_ROWS = ADVANCE_ROWS
 #: The bytes a store's read caches may hold unless `open(read_cache_bytes=)` says otherwise:
 #: at 1M records (20 orgs) the cells at now and the histories take ~260 MB (heads ~136 bytes
 #: and histories ~115 bytes a version), so every org stays held; `CacheBudget` shares them out.

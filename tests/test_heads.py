@@ -27,6 +27,18 @@ ORGS = ("acme", "globex")
 SUBJECTS = [f"user:{i}" for i in range(6)]
 
 
+@pytest.fixture(autouse=True)
+def histories_queried(monkeypatch):
+    """Every org's history is read by its query here: the stores are small, so each would
+    otherwise be built from its rows (`Visibility._few_rows`), and the tests count queries.
+    Tests of histories built from rows set `query.HISTORY_FROM_ROWS` back."""
+    monkeypatch.setattr(query, "HISTORY_FROM_ROWS", 0)
+
+
+def _histories_from_rows(monkeypatch):
+    monkeypatch.setattr(query, "HISTORY_FROM_ROWS", query.ADVANCE_ROWS)
+
+
 def _scopes(org):
     out = [ml.Scope(org), ml.Scope(org, "support"), ml.Scope(org, "sales")]
     out += [ml.Scope(org, "support", t) for t in ("t1", "t2")] + [ml.Scope(org, "sales", "t1")]
@@ -136,13 +148,25 @@ def _random_write(store, rng, now, writers):
 
 
 @pytest.mark.parametrize(
-    ("seed", "cache"),
-    [(1, None), (2, None), (1, 0), (8, 0)],
-    ids=["seed 1", "seed 2", "seed 1, no read cache", "seed 8, no read cache"],
+    ("seed", "cache", "queried"),
+    [(1, None, False), (2, None, True), (1, 0, True), (8, 0, True), (3, 0, False)],
+    ids=[
+        "seed 1, histories from the rows",
+        "seed 2",
+        "seed 1, no read cache",
+        "seed 8, no read cache",
+        "seed 3, no read cache, histories from the rows",
+    ],
 )
-def test_every_reader_at_every_basis_gets_what_the_per_reader_query_returns(tmp_path, seed, cache):
+def test_every_reader_at_every_basis_gets_what_the_per_reader_query_returns(
+    tmp_path, monkeypatch, seed, cache, queried
+):
     """With no room in the read caches (``read_cache_bytes=0``) every read goes through their
-    eviction: whole orgs' cells, histories waiting in the window and admitted by counts."""
+    eviction: whole orgs' cells, histories waiting in the window and admitted by counts. A
+    store this small has every org's history built from its rows (`Visibility._few_rows`);
+    with *queried*, each is read by the history's query instead."""
+    if not queried:
+        _histories_from_rows(monkeypatch)
     rng = random.Random(seed)
     now = [T0 + timedelta(days=10)]
     store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder(), read_cache_bytes=cache)
@@ -171,8 +195,10 @@ def test_every_reader_at_every_basis_gets_what_the_per_reader_query_returns(tmp_
     store.purge(by=writers["acme"])
     _compare(store, rng, readers, bases + [store._basis(None, None, None)], reads=16)
     stats = store.read_cache_stats()
-    if cache == 0:  # the paths under test ran
+    if cache == 0 and queried:  # the paths under test ran
         assert stats.history_queries > 10 and stats.history_picks > 0 and stats.history_orgs == 1
+    if not queried:
+        assert stats.history_queries == 0 and stats.history_advances > 10, stats
 
 
 def test_a_reader_of_an_org_with_no_rows_of_a_kind_sees_nothing_without_a_query(tmp_path):
@@ -361,6 +387,61 @@ def test_a_retraction_row_written_in_another_org_retracts_nothing(tmp_path, reop
     retraction_in("acme", "retraction-in-acme")
     now[0] += timedelta(hours=1)
     check(store, "Free")
+
+
+@pytest.mark.parametrize("limit", [query.ADVANCE_ROWS, 3], ids=["few rows", "more rows than the limit"])
+def test_an_orgs_first_rows_of_a_kind_written_while_serving_make_its_history_without_a_query(
+    tmp_path, monkeypatch, limit
+):
+    """An org's history of a kind whose rows all came in a few small appends (its first
+    preferences, written while the process serves) is the empty history advanced by them
+    (`Visibility._few_rows`): reads now and as of earlier bases, by readers at every depth,
+    through a mixed-org batch, a supersession, a retraction and a forget, get what the
+    per-reader query returns, and no history is queried. Past `HISTORY_FROM_ROWS` rows the
+    history's query runs, with the same answers."""
+    monkeypatch.setattr(query, "HISTORY_FROM_ROWS", limit)
+    now = [T0 + timedelta(days=1)]
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    leads = {org: ml.Principal(f"lead-{org}", ml.Scope(org), role="steward") for org in ORGS}
+    readers = _readers()
+    for org in ORGS:
+        store.write(ml.Fact("user:1", "plan", "Free", T0, source="crm", scope=ml.Scope(org, "support")), by=leads[org])
+    bases = [store._basis(None, None, None)]
+    for who in readers:
+        store.recall("plan", by=who)  # the orgs served: their fact heads built, no preference yet
+    now[0] += timedelta(hours=1)
+    with store.batch() as b:  # one chunk holding both orgs' first preferences
+        for org in ORGS:
+            for i, scope in enumerate(_scopes(org)[:4]):
+                b.write(
+                    ml.Preference(f"user:{i % 3}", "tone", f"brief {i}", T0, source="chat", scope=scope), by=leads[org]
+                )
+    now[0] += timedelta(hours=1)
+    bases.append(store._basis(None, None, None))
+    later = store.write(
+        ml.Preference("user:0", "tone", "long", T0 + timedelta(hours=5), source="chat", scope=ml.Scope("acme")),
+        by=leads["acme"],
+    )
+    now[0] += timedelta(hours=1)
+    bases.append(store._basis(None, None, None))
+    store.retract(later.record_id, by=leads["acme"], reason="misheard")
+    now[0] += timedelta(hours=1)
+    store.forget("user:1", by=leads["globex"], reason="erasure request")
+    now[0] += timedelta(hours=1)
+    bases += [store._basis(None, None, None), store._basis(None, T0 + timedelta(hours=2), T0 + timedelta(hours=6))]
+    for who in readers:
+        for basis in bases:
+            for subject in (None, "user:0", "user:2"):
+                assert _fast(store, "preference", who, basis, subject) == _slow(
+                    store, "preference", who, basis, subject
+                )
+    stats = store.read_cache_stats()
+    if limit == query.ADVANCE_ROWS:
+        assert stats.history_queries == 0 and stats.history_advances >= 2, stats
+    else:
+        assert stats.history_queries >= 2, stats
+    acme = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
+    assert present(store.get_fact("user:0", "tone", by=acme, kind="preference")).value != "long"
 
 
 def test_a_retraction_row_of_another_slot_still_retracts_its_target_in_the_orgs_history(tmp_path):
