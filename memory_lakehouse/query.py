@@ -1912,7 +1912,8 @@ class ReadCacheStats:
     results_bytes: int
     history_picks: int
     history_queries: int
-    #: reads that advanced a history read earlier by the org's rows appended since (no query)
+    #: reads that advanced a history read earlier by the org's rows appended since, or built an
+    #: org's from its few rows (`Visibility._few_rows`): no query
     history_advances: int = 0
 
 
