@@ -41,7 +41,7 @@ from . import arrow_rule
 from .errors import ValidationError
 from .heads import HEAD_KEY, SCOPE_LEVELS, SLOT_COLUMNS, SUBJECT_IN_SLOT, OrgHeads, OrgHistory, scope_rule_sql
 from .lake import SYSTEM_COLUMNS, Lake, dictionary_rows, distinct_positions, take_rows
-from .records import SPECS, fact_slot, subject_key
+from .records import SLOT_SEPARATOR, SPECS, fact_slot, subject_key
 from .scope import Principal
 from .snapshot_gate import ReadLock
 from .time import Basis, require_aware
@@ -369,9 +369,14 @@ def _read_slot(kind: str, subject: str | None, filters: Mapping[str, Any]) -> st
     """The lineage id of every row a read with *subject* and *filters* can be served, when they
     name one slot: a subject and attribute of a kind whose slot is those (`records.fact_slot`),
     as `Store.get_fact` reads; None otherwise. Every row of that slot has the read's subject
-    (its subject and attribute, stripped and case-folded, are the read's: `records._slot`)."""
+    (its subject and attribute, stripped and case-folded, are the read's: `records._slot`).
+
+    Parts holding `records.SLOT_SEPARATOR` get None: rows stored before such parts had
+    slots of their own carry another id, which the subject index still finds."""
     attribute = filters.get("attribute")
     if subject is None or kind not in SUBJECT_IN_SLOT or not isinstance(attribute, str):
+        return None
+    if SLOT_SEPARATOR in subject or SLOT_SEPARATOR in attribute:
         return None
     return fact_slot(kind, subject, attribute)
 

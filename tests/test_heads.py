@@ -389,6 +389,32 @@ def test_a_retraction_row_written_in_another_org_retracts_nothing(tmp_path, reop
     check(store, "Free")
 
 
+def test_a_row_stored_under_the_old_id_of_a_slot_whose_parts_hold_the_separator_is_still_read(tmp_path):
+    """Before parts holding the separator had slots of their own, such a row's lineage id was
+    the hash of the parts joined (`records._slot`). A read of that subject and attribute
+    goes through the subject index (`query._read_slot` gives no slot), so such a stored row
+    is served as the per-reader query serves it."""
+    import hashlib
+
+    from memory_lakehouse.records import SLOT_SEPARATOR
+
+    now = [T0 + timedelta(days=1)]
+    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
+    subject = f"a{SLOT_SEPARATOR}b"
+    new = store.write(ml.Fact(subject, "c", "one", T0, source="crm"), by=lead)
+    row = stored_row(store, "fact", new.record_id)
+    old_id = hashlib.sha256(SLOT_SEPARATOR.join(["fact", subject, "c"]).encode()).hexdigest()[:32]
+    at = row.schema.get_field_index("lineage_id")
+    row = row.set_column(at, row.schema.field(at), pa.array([old_id], row.schema.field(at).type))
+    append_raw(store, row, record_id="stored-under-the-old-id", own_txn=True)
+    now[0] += timedelta(hours=1)
+    basis = store._basis(None, None, None)
+    filters = {"attribute": "c"}
+    assert len(_slow(store, "fact", lead, basis, subject, filters)) == 2  # two slots, one head each
+    assert _fast(store, "fact", lead, basis, subject, filters) == _slow(store, "fact", lead, basis, subject, filters)
+
+
 @pytest.mark.parametrize("limit", [query.ADVANCE_ROWS, 3], ids=["few rows", "more rows than the limit"])
 def test_an_orgs_first_rows_of_a_kind_written_while_serving_make_its_history_without_a_query(
     tmp_path, monkeypatch, limit
@@ -489,7 +515,8 @@ def test_a_read_of_one_slot_is_served_what_the_query_serves_however_its_parts_ar
     history (after a retraction): the same rows as the per-reader query, whatever case and
     spaces the subject and attribute were written with. An attribute spelled otherwise
     than the read's is left to the query (`OrgHeads._filtered`). Parts holding the separator
-    a slot's parts are joined by are slots of their own (`records._slot`)."""
+    a slot's parts are joined by are slots of their own (`records._slot`), read through the
+    subject index (rows stored before carry another id)."""
     now = [T0 + timedelta(days=1)]
     store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
     lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
@@ -526,7 +553,13 @@ def test_a_read_of_one_slot_is_served_what_the_query_serves_however_its_parts_ar
     assert (store.get_fact("user:4", "plan", by=ann) is None) is retracted
     assert present(store.get_fact("a\x1fb", "c", by=ann)).value == "one"
     assert present(store.get_fact("a", "b\x1fc", by=ann)).value == "two"
-    assert store.vis._heads[("fact", "acme")][-1].heads._by_subject is None  # no read of one slot built the index
+    cells = store.vis._heads[("fact", "acme")]
+    assert any(c.heads._by_subject is not None for c in cells)  # built by the reads of parts holding the separator
+    for cell in cells:
+        cell.heads._by_subject = None
+    carl = ml.Principal("carl", ml.Scope("acme", "support", "t1", "carl"), role="member")  # a scope not read yet
+    assert present(store.get_fact("USER:1", "plan", by=carl)).value == "Pro"
+    assert all(c.heads._by_subject is None for c in store.vis._heads[("fact", "acme")])  # one slot: no index
 
 
 def test_advanced_heads_keep_hiding_an_appended_row_the_ledger_forgets(tmp_path):
