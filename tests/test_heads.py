@@ -340,6 +340,36 @@ def test_a_retraction_advances_the_orgs_history_instead_of_querying_it_again(tmp
     _compare(store, random.Random(1), [ann, lead], bases, reads=6)
 
 
+def _pro_over_free(path, *, also=None):
+    """A store where acme's user:1 plan was Free, then Pro (at ``before``), each read once now
+    and once at a past basis (the org's cells and history held), the clock an hour on. *also*
+    (a subject and a plan) is written beside the Free one."""
+    now = [T0 + timedelta(days=1)]
+    store = ml.open(path, clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
+    ann = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
+    scope = ml.Scope("acme", "support")
+    store.write(ml.Fact("user:1", "plan", "Free", T0, source="crm", scope=scope), by=lead)
+    if also is not None:
+        store.write(ml.Fact(also[0], "plan", also[1], T0, source="crm", scope=scope), by=lead)
+    now[0] += timedelta(hours=1)
+    pro = store.write(ml.Fact("user:1", "plan", "Pro", T0 + timedelta(hours=2), source="crm", scope=scope), by=lead)
+    now[0] += timedelta(hours=1)
+    before = now[0]
+    assert present(store.get_fact("user:1", "plan", by=ann)).value == "Pro"
+    assert present(store.get_fact("user:1", "plan", by=ann, as_of=before - timedelta(minutes=30))).value == "Pro"
+    now[0] += timedelta(hours=1)
+    return store, now, lead, ann, pro, before
+
+
+def _set(row, **values):
+    """A one-row table with *values* put in its columns (a row written by hand)."""
+    for name, value in values.items():
+        at = row.schema.get_field_index(name)
+        row = row.set_column(at, row.schema.field(at), pa.array([value], row.schema.field(at).type))
+    return row
+
+
 @pytest.mark.parametrize("reopened", [False, True], ids=["cells held", "reopened"])
 def test_a_retraction_row_written_in_another_org_retracts_nothing(tmp_path, reopened):
     """A retraction acts within its own org (`query.retractions_sql`): `retract` writes it at
@@ -348,26 +378,11 @@ def test_a_retraction_row_written_in_another_org_retracts_nothing(tmp_path, reop
     were held before it was appended or are read afresh after (`Visibility._history_rows`,
     which reads the org's rows only). One in the target's org, appended the same way,
     retracts it."""
-    now = [T0 + timedelta(days=1)]
     path = tmp_path / "s"
-    store = ml.open(path, clock=lambda: now[0], embedder=ml.HashingEmbedder())
-    lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
-    ann = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
-    scope = ml.Scope("acme", "support")
-    store.write(ml.Fact("user:1", "plan", "Free", T0, source="crm", scope=scope), by=lead)
-    now[0] += timedelta(hours=1)
-    pro = store.write(ml.Fact("user:1", "plan", "Pro", T0 + timedelta(hours=2), source="crm", scope=scope), by=lead)
-    now[0] += timedelta(hours=1)
-    before = now[0]
-    assert present(store.get_fact("user:1", "plan", by=ann)).value == "Pro"
-    assert present(store.get_fact("user:1", "plan", by=ann, as_of=before - timedelta(minutes=30))).value == "Pro"
-    now[0] += timedelta(hours=1)
+    store, now, lead, ann, pro, before = _pro_over_free(path)
 
     def retraction_in(org, record_id):
-        row = stored_row(store, "fact", pro.record_id)
-        for name, value in (("status", "retracted"), ("supersedes", pro.record_id), ("org", org)):
-            at = row.schema.get_field_index(name)
-            row = row.set_column(at, row.schema.field(at), pa.array([value], row.schema.field(at).type))
+        row = _set(stored_row(store, "fact", pro.record_id), status="retracted", supersedes=pro.record_id, org=org)
         append_raw(store, row, record_id=record_id, own_txn=True)
 
     def check(store, served_now):
@@ -403,10 +418,8 @@ def test_a_row_stored_under_the_old_id_of_a_slot_whose_parts_hold_the_separator_
     lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
     subject = f"a{SLOT_SEPARATOR}b"
     new = store.write(ml.Fact(subject, "c", "one", T0, source="crm"), by=lead)
-    row = stored_row(store, "fact", new.record_id)
     old_id = hashlib.sha256(SLOT_SEPARATOR.join(["fact", subject, "c"]).encode()).hexdigest()[:32]
-    at = row.schema.get_field_index("lineage_id")
-    row = row.set_column(at, row.schema.field(at), pa.array([old_id], row.schema.field(at).type))
+    row = _set(stored_row(store, "fact", new.record_id), lineage_id=old_id)
     append_raw(store, row, record_id="stored-under-the-old-id", own_txn=True)
     now[0] += timedelta(hours=1)
     basis = store._basis(None, None, None)
@@ -475,24 +488,11 @@ def test_a_retraction_row_of_another_slot_still_retracts_its_target_in_the_orgs_
     for targets there first (`Visibility._retracted_by`); a retraction row written by hand
     in another slot of the same org retracts its target all the same (`retractions_sql`
     joins on the id and the org only), in the history advanced past it as in the query."""
-    now = [T0 + timedelta(days=1)]
-    store = ml.open(tmp_path / "s", clock=lambda: now[0], embedder=ml.HashingEmbedder())
-    lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
-    ann = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
-    scope = ml.Scope("acme", "support")
-    store.write(ml.Fact("user:1", "plan", "Free", T0, source="crm", scope=scope), by=lead)
-    other = store.write(ml.Fact("user:2", "plan", "Team", T0, source="crm", scope=scope), by=lead)
-    now[0] += timedelta(hours=1)
-    pro = store.write(ml.Fact("user:1", "plan", "Pro", T0 + timedelta(hours=2), source="crm", scope=scope), by=lead)
-    now[0] += timedelta(hours=1)
-    before = now[0]
-    assert present(store.get_fact("user:1", "plan", by=ann)).value == "Pro"
-    assert present(store.get_fact("user:1", "plan", by=ann, as_of=before - timedelta(minutes=30))).value == "Pro"
-    now[0] += timedelta(hours=1)
-    row = stored_row(store, "fact", other.record_id)  # user:2's slot
-    for name, value in (("status", "retracted"), ("supersedes", pro.record_id)):
-        at = row.schema.get_field_index(name)
-        row = row.set_column(at, row.schema.field(at), pa.array([value], row.schema.field(at).type))
+    store, now, lead, ann, pro, before = _pro_over_free(tmp_path / "s", also=("user:2", "Team"))
+    other = present(store.get_fact("user:2", "plan", by=ann))
+    row = _set(
+        stored_row(store, "fact", other.record_id), status="retracted", supersedes=pro.record_id
+    )  # user:2's slot
     append_raw(store, row, record_id="retraction-in-another-slot", own_txn=True)
     now[0] += timedelta(hours=1)
     lines: list[str] = []
