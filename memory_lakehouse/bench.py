@@ -14,6 +14,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import platform
 import random
 import resource
 import statistics
@@ -88,6 +89,35 @@ def _time(fn: Callable[[], Any], n: int) -> dict[str, float]:
 
 def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+#: The packages that do a run's work, whose versions a bench reports beside its figures.
+REPORTED_PACKAGES = ("pyarrow", "numpy", "duckdb", "deltalake", "hnswlib", "bm25s")
+
+
+def environment() -> dict[str, Any]:
+    """What a run's figures depend on beside the code: Python, the versions of the packages that
+    do the work (None for one not installed), the CPU and its cores.
+
+    The same code ran ~40% slower on one day's machine than on the day before's (the floor's
+    figures did not move: docs/performance.md, "Twenty-fifth round"), and the figures alone
+    could not tell a slower machine, a package resolved to another version and a
+    regression apart."""
+    from importlib import metadata
+
+    packages: dict[str, str | None] = {}
+    for name in REPORTED_PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            packages[name] = None
+    cpu = platform.processor() or None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"python": platform.python_version(), "packages": packages, "cpu": cpu, "cores": os.cpu_count()}
 
 
 def own_peak_rss_mb() -> float:
@@ -471,6 +501,7 @@ def _run(records: int, *, quick: bool, root: str, recall: bool, embedder: str) -
                 "records": records,
                 "store": root,
                 "arrow_pool": pool_in_use(),
+                "environment": environment(),
                 "recall": figures,
                 "peak_rss_mb": peak_rss_mb(),
             }
@@ -491,7 +522,13 @@ def _run(records: int, *, quick: bool, root: str, recall: bool, embedder: str) -
         return out
     clock = _ManualClock(T0)
     store = open_store(root, clock=clock, embedder=_embedder(embedder))
-    out = {"records": records, "store": root, "embedder": store.retriever.embedder.name, "arrow_pool": pool_in_use()}
+    out = {
+        "records": records,
+        "store": root,
+        "embedder": store.retriever.embedder.name,
+        "arrow_pool": pool_in_use(),
+        "environment": environment(),
+    }
     alice = Principal("alice", Scope("org00", "support", "tier2", "alice"), role="member")
     writes = [Fact(f"single:{i}", "plan", f"value {i}", T0, source="bench@v1") for i in range(rounds)]
     wi = iter(writes)

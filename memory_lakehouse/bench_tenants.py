@@ -949,6 +949,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"records: {result['records']:,}, workload: tenants (20 orgs x 5 teams x 10 actors), embedder: hashing; "
         f"Arrow pool: {result.get('arrow_pool')}; load {result.get('loadavg_before')} -> {result.get('loadavg_after')}",
+        _environment_line(result.get("environment")),
         "",
         "| figure | memory_lakehouse (CPU) | floor: SQLite + numpy (CPU) | store / floor |",
         "|---|---|---|---|",
@@ -962,6 +963,14 @@ def markdown(result: dict[str, Any]) -> str:
         f"approvals not served: {s.get('approved_not_served')}, retractions served: {s.get('retracted_served')}"
     )
     return "\n".join(lines)
+
+
+def _environment_line(env: dict[str, Any] | None) -> str:
+    """The run's Python, package versions and CPU, on one line under the table's header."""
+    if not env:
+        return "environment: not recorded"
+    packages = ", ".join(f"{name} {version}" for name, version in env["packages"].items())
+    return f"Python {env['python']}; {packages}; {env['cpu']}, {env['cores']} cores"
 
 
 def run(
@@ -987,9 +996,15 @@ def run(
 def _run(
     records: int, *, root: str, rounds: int, floor: bool, floor_path: str | None, read_cache_bytes: int | None
 ) -> dict[str, Any]:
-    from .bench import in_fresh_process
+    from .bench import environment, in_fresh_process
 
-    out: dict[str, Any] = {"records": records, "workload": "tenants", "rounds": rounds, "arrow_pool": pool_in_use()}
+    out: dict[str, Any] = {
+        "records": records,
+        "workload": "tenants",
+        "rounds": rounds,
+        "arrow_pool": pool_in_use(),
+        "environment": environment(),
+    }
     with open("/proc/loadavg", encoding="ascii") as fh:
         out["loadavg_before"] = fh.read().split()[:3]
     module = load_floor(floor_path) if floor else None

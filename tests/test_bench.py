@@ -6,6 +6,7 @@ import logging
 import os
 import resource
 import tempfile
+from importlib import metadata
 
 import pytest
 from _support import present
@@ -24,6 +25,7 @@ def test_the_recall_bench_reports_the_peak_rss_of_serving_from_a_fresh_process(t
     assert out["serving"]["peak_rss_mb"] == out["peak_rss_serving_mb"]
     for kind in ("recall_now", "recall_as_of_midpoint", "recall_selective_1pct"):
         assert out["serving"][kind]["p50_ms"] > 0
+    assert out["environment"]["packages"]["duckdb"] == metadata.version("duckdb")
     peaks = out["recall"]["peak_rss_mb_after"]
     assert peaks["ingest"] <= peaks["index_build"] <= peaks["recall"] <= out["peak_rss_mb"]
 
@@ -88,6 +90,10 @@ def test_the_tenants_bench_runs_the_store_and_the_floor_on_the_same_workload_and
     assert compacted["fact_files"] == 20 < again["fact_files"] == compacted["compacted_files_removed"]
     table = bench_tenants.markdown(out)
     assert "| recall p50, each query a new actor (ms) |" in table and "store / floor" in table
+    # what the figures depend on beside the code: a slower machine or another version is visible
+    env = out["environment"]
+    assert env["packages"]["pyarrow"] == metadata.version("pyarrow") and env["cores"] == os.cpu_count()
+    assert f"pyarrow {metadata.version('pyarrow')}" in table and f"Python {env['python']}" in table
     assert "| recall p50, first after a fact + preference commit, another org (ms) |" in table
     assert "| retract p50, by a lead (ms) |" in table and "approvals not served: 0, retractions served: 0" in table
     assert f"| {cache['history_queries']} ({cache['history_picks']}) |" in table
