@@ -552,24 +552,19 @@ class OrgHistory:
             slot_values={c: versions.column(c).combine_chunks() for c in sorted(SLOT_COLUMNS.get(kind, ()))},
         )
 
-    def advanced(self, new: pa.Table, *, retracted: Mapping[int, int] | None = None) -> OrgHistory:
+    def advanced(self, new: pa.Table) -> OrgHistory:
         """This history with the org's versions appended since taken in: *new* holds those that
         pass the rules every basis shares (`query.history_candidates`), with ``_row``, the
-        scope levels, the head key, ``valid_to``, ``expires_at`` and the slot columns;
-        *retracted* maps the positions the appended retractions retract to when the
-        earliest of them became known (µs: `query.Visibility._retracted_by`).
+        scope levels, the head key, ``valid_to``, ``expires_at`` and the slot columns. What
+        the appended retractions retract is taken in after (`retracting`).
 
-        The older versions and what they hold are as they were, but for ``retracted_since``,
-        which becomes the earlier of the held one and the new retraction's (as the mirror's
-        ``UPDATE``: `query.retractions_sql`); a version's place is its (slot, scope, head key,
-        position), so the union sorted is the history of the later state. An org's history
-        read again after each write cost a query (~5 ms at 100k, ~55 at 1M), and after a
-        retraction ~15 ms at 100k.
+        The older versions and what they hold are as they were; a version's place is its
+        (slot, scope, head key, position), so the union sorted is the history of the later
+        state. An org's history read again after each write cost a query (~5 ms at 100k, ~55
+        at 1M), and after a retraction ~15 ms at 100k.
         """
-        if not new.num_rows and not retracted:
-            return self
         if not new.num_rows:
-            return self.retracting(retracted or {})
+            return self
         lineage_ids = new.column("lineage_id").to_pylist()
         lineage_codes = self.lineage_codes
         known = lineage_codes.get_many(lineage_ids)
@@ -586,9 +581,7 @@ class OrgHistory:
             lineage_codes=lineage_codes,
             depth=np.concatenate([self.depth, _scope_depths(values)]),
             key=np.concatenate([self.key, _key(new)]),
-            retracted=_retracted(
-                rows, np.concatenate([self.retracted, np.full(new.num_rows, NEVER, dtype=np.int64)]), retracted
-            ),
+            retracted=np.concatenate([self.retracted, np.full(new.num_rows, NEVER, dtype=np.int64)]),
             ends=np.concatenate([self.ends, _instants_or_never(new.column("valid_to"))]),
             expires=np.concatenate([self.expires, _instants_or_never(new.column("expires_at"))]),
             levels={level: _extended_codes(*self.levels[level], values[level]) for level in SCOPE_LEVELS},
@@ -617,7 +610,9 @@ class OrgHistory:
 
     def retracting(self, retracted: Mapping[int, int]) -> OrgHistory:
         """This history with the versions at the positions *retracted* retracted from the
-        instants given (µs), where those are earlier than the ones held (`advanced`)."""
+        instants given (µs: when the earliest retraction of each became known,
+        `query.Visibility._retracted_by`), where those are earlier than the ones held: the
+        earlier of the two, as the mirror's ``UPDATE`` (`query.retractions_sql`)."""
         return replace(self, retracted=_retracted(self.rows, self.retracted, retracted)) if retracted else self
 
     def slot_versions(self, lineage_ids: Sequence[str]) -> np.ndarray:

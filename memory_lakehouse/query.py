@@ -352,8 +352,8 @@ def appended_candidates(rows: pa.Table, basis: Basis, hidden: Collection[int]) -
 def history_candidates(rows: pa.Table, hidden: Collection[int]) -> pa.Table:
     """Which of an org's appended *rows* `history_sql` selects, clause by clause:
     ``r.known_since IS NOT NULL``, `HEAD_RULES` (``NOT r.hidden``: *hidden*, positions the
-    ledger hides; ``r.status = 'active'``). For `heads.OrgHistory.advanced`, which takes no
-    appended retraction; tests/test_heads.py checks histories advanced this way against the
+    ledger hides; ``r.status = 'active'``). For `heads.OrgHistory.advanced` (an appended
+    retraction is none: `OrgHistory.retracting` takes it in); tests/test_heads.py checks histories advanced this way against the
     per-reader query after every write."""
     keep = pc.and_(pc.is_valid(rows.column("known_since")), pc.equal(rows.column("status"), "active"))
     if hidden:

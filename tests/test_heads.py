@@ -302,7 +302,7 @@ def test_histories_advanced_by_each_write_serve_what_the_query_returns(tmp_path,
 
 
 def test_a_retraction_advances_the_orgs_history_instead_of_querying_it_again(tmp_path):
-    """The org's history takes a retraction in (`OrgHistory.advanced`: the retracted
+    """The org's history takes a retraction in (`OrgHistory.retracting`: the retracted
     version's ``retracted_since``): reads now and at past bases pick from it without a
     query, and get what the per-reader query returns: the version before the retracted one
     now, the retracted one at a basis before the retraction was known."""
