@@ -270,6 +270,7 @@ def test_heads_advanced_by_each_write_serve_what_the_query_returns(tmp_path, see
     advanced = sum("advanced by the rows written since" in line for line in lines)
     assert advanced >= 20, advanced  # the path under test ran, before and after the forget
     assert any("advanced by the rows written since" in line for line in lines[len(lines) // 2 :])
+    assert any("a retraction's slots picked again" in line for line in lines), "no cell followed a retraction"
 
 
 @pytest.mark.parametrize("seed", [3, 9])
@@ -340,12 +341,12 @@ def test_a_retraction_advances_the_orgs_history_instead_of_querying_it_again(tmp
     _compare(store, random.Random(1), [ann, lead], bases, reads=6)
 
 
-def _pro_over_free(path, *, also=None):
+def _pro_over_free(path, *, also=None, catch_up="write"):
     """A store where acme's user:1 plan was Free, then Pro (at ``before``), each read once now
     and once at a past basis (the org's cells and history held), the clock an hour on. *also*
-    (a subject and a plan) is written beside the Free one."""
+    (a subject and a plan) is written beside the Free one. *catch_up* as for `ml.open`."""
     now = [T0 + timedelta(days=1)]
-    store = ml.open(path, clock=lambda: now[0], embedder=ml.HashingEmbedder())
+    store = ml.open(path, clock=lambda: now[0], embedder=ml.HashingEmbedder(), catch_up=catch_up)
     lead = ml.Principal("lead", ml.Scope("acme"), role="steward")
     ann = ml.Principal("ann", ml.Scope("acme", "support", "t1", "ann"), role="member")
     scope = ml.Scope("acme", "support")
@@ -360,6 +361,55 @@ def _pro_over_free(path, *, also=None):
     assert present(store.get_fact("user:1", "plan", by=ann, as_of=before - timedelta(minutes=30))).value == "Pro"
     now[0] += timedelta(hours=1)
     return store, now, lead, ann, pro, before
+
+
+@pytest.mark.parametrize("catch_up", ["write", "read"])
+def test_a_cell_follows_a_retraction_by_picking_its_slots_again_from_the_history(tmp_path, catch_up):
+    """A retraction takes a head away: the cell at now is advanced by the rows written since,
+    and the slots of the retraction are picked again from their versions in the org's history
+    (`Visibility._repicked`, `OrgHeads.with_slots`), by the write or by the read after it.
+    The version before the retracted one heads again (user:1: Free); a slot whose only version
+    is retracted has no head left (user:2); every other slot keeps its head (user:3). No
+    history is queried or advanced, and every reader at every basis gets what the per-reader
+    query returns."""
+    store, now, lead, ann, pro, before = _pro_over_free(tmp_path / "s", also=("user:2", "Team"), catch_up=catch_up)
+    scope = ml.Scope("acme", "support")
+    store.write(ml.Fact("user:3", "plan", "Basic", T0, source="crm", scope=scope), by=lead)
+    assert present(store.get_fact("user:3", "plan", by=ann)).value == "Basic"  # the cell at now, advanced
+    team = store.get_fact("user:2", "plan", by=ann)
+    stats = store.read_cache_stats()
+    lines: list[str] = []
+    with store.tracer(lines.append):
+        now[0] += timedelta(hours=1)
+        store.retract(pro.record_id, by=lead, reason="entered on the wrong account")
+        store.retract(present(team).record_id, by=lead, reason="no such account")
+        now[0] += timedelta(hours=1)
+        assert present(store.get_fact("user:1", "plan", by=ann)).value == "Free"
+        assert store.get_fact("user:2", "plan", by=ann) is None
+        assert present(store.get_fact("user:3", "plan", by=ann)).value == "Basic"
+    picks = sum("a retraction's slots picked again from the org's history" in line for line in lines)
+    assert picks == (2 if catch_up == "write" else 1), lines  # each write, or the one read after both
+    after = store.read_cache_stats()
+    assert (after.history_queries, after.history_advances) == (stats.history_queries, stats.history_advances)
+    served = {r.record.subject: r.record.value for r in store.recall("plan", by=ann, k=10)}
+    assert served == {"user:1": "Free", "user:3": "Basic"}
+    bases = [store._basis(None, None, None), store._basis(before, None, None), store._basis(None, now[0], T0)]
+    _compare(store, random.Random(2), _readers(), bases, reads=12)
+
+
+def test_a_retraction_of_a_version_another_write_replaced_since_leaves_the_new_head(tmp_path):
+    """The cell is advanced by a new version and the retraction of the one it replaced in one
+    go: the new version heads; picked again from the versions, the retracted one does not."""
+    store, now, lead, ann, pro, _ = _pro_over_free(tmp_path / "s", catch_up="read")
+    scope = ml.Scope("acme", "support")
+    store.write(ml.Fact("user:1", "plan", "Team", T0 + timedelta(hours=3), source="crm", scope=scope), by=lead)
+    store.retract(pro.record_id, by=lead, reason="entered on the wrong account")
+    now[0] += timedelta(hours=1)
+    lines: list[str] = []
+    with store.tracer(lines.append):
+        assert present(store.get_fact("user:1", "plan", by=ann)).value == "Team"
+    assert any("a retraction's slots picked again" in line for line in lines), lines
+    _compare(store, random.Random(3), _readers(), [store._basis(None, None, None)], reads=8)
 
 
 def _set(row, **values):
