@@ -376,41 +376,52 @@ class OrgHeads:
         *picked* is in its history's codes; the heads here keep theirs.
         """
         held = self.lineage_codes.get_many(list(lineage_ids))
-        keep = np.ones(len(self.rows), dtype=bool)
-        for code in held.values():  # each slot's heads are one run of the (slot, depth) order
-            lo, hi = np.searchsorted(self.lineage, [code, code + 1])
-            keep[lo:hi] = False
-        base = np.flatnonzero(keep)
-        m = len(base)
-        id_of = {code: lid for lid, code in picked.lineage_codes.get_many(list(lineage_ids)).items()}
-        ids = [id_of[code] for code in picked.lineage.tolist()]
-        lineage_codes = self.lineage_codes
-        unknown = [lid for lid in dict.fromkeys(ids) if lid not in held]
-        if unknown:  # a slot with no head here before (its first version known only now)
-            lineage_codes = lineage_codes.with_added(unknown)
-        codes = lineage_codes.get_many(list(dict.fromkeys(ids)))
-        lineage = np.concatenate([self.lineage[base], np.fromiter((codes[i] for i in ids), np.int32, len(ids))])
-        depth = np.concatenate([self.depth[base], picked.depth])
-        levels = {}
-        for level in SCOPE_LEVELS:
-            picked_codes, picked_lookup = picked.levels[level]
-            value_of = {code: value for value, code in picked_lookup.items()}
-            values = [None if c == -1 else value_of[c] for c in picked_codes.tolist()]
-            codes_here, lookup = self.levels[level]
-            levels[level] = _extended_codes(codes_here[base], lookup, values)
-        places, order = _insertions(lineage, depth, m)  # keep (slot, depth) order
-        rows, live, key = (
-            np.concatenate([mine[base], theirs])
-            for mine, theirs in ((self.rows, picked.rows), (self.live, picked.live), (self.key, picked.key))
+        # each slot's heads are one run of the (slot, depth) order: the others are copied in runs
+        runs = sorted(tuple(np.searchsorted(self.lineage, [code, code + 1]).tolist()) for code in held.values())
+        cuts = [0, *(bound for run in runs for bound in run), len(self.rows)]
+        kept = list(zip(cuts[::2], cuts[1::2], strict=True))
+
+        def without(values: np.ndarray) -> np.ndarray:
+            return np.concatenate([values[lo:hi] for lo, hi in kept]) if runs else values
+
+        def arrow_without(values: pa.Array) -> pa.Array:
+            return pa.concat_arrays([values.slice(lo, hi - lo) for lo, hi in kept]) if runs else values
+
+        rows, live, key, lineage, depth = (
+            without(a) for a in (self.rows, self.live, self.key, self.lineage, self.depth)
         )
-        rows, live, key, lineage, depth = (_inserted(a, m, places, order) for a in (rows, live, key, lineage, depth))
-        levels = {level: (_inserted(c, m, places, order), lookup) for level, (c, lookup) in levels.items()}
-        take = pa.array(_inserted(np.arange(m + len(picked.rows), dtype=np.int64), m, places, order), pa.int64())
-        base_take = pa.array(base, pa.int64())
-        slot_values = {
-            c: pa.concat_arrays([values.take(base_take), picked.slot_values[c].cast(values.type)]).take(take)
-            for c, values in self.slot_values.items()
-        }
+        levels = {level: (without(codes), lookup) for level, (codes, lookup) in self.levels.items()}
+        slot_values = {c: arrow_without(values) for c, values in self.slot_values.items()}
+        lineage_codes = self.lineage_codes
+        if len(picked.rows):  # the slots' new heads, in this cell's codes, inserted in (slot, depth) order
+            m = len(rows)
+            id_of = {code: lid for lid, code in picked.lineage_codes.get_many(list(lineage_ids)).items()}
+            ids = [id_of[code] for code in picked.lineage.tolist()]
+            unknown = [lid for lid in dict.fromkeys(ids) if lid not in held]
+            if unknown:  # a slot with no head here before (its first version known only now)
+                lineage_codes = lineage_codes.with_added(unknown)
+            codes = lineage_codes.get_many(list(dict.fromkeys(ids)))
+            lineage = np.concatenate([lineage, np.fromiter((codes[i] for i in ids), np.int32, len(ids))])
+            depth = np.concatenate([depth, picked.depth])
+            places, order = _insertions(lineage, depth, m)
+            for level in SCOPE_LEVELS:
+                picked_codes, picked_lookup = picked.levels[level]
+                value_of = {code: value for value, code in picked_lookup.items()}
+                values = [None if c == -1 else value_of[c] for c in picked_codes.tolist()]
+                extended, lookup = _extended_codes(*levels[level], values)
+                levels[level] = (_inserted(extended, m, places, order), lookup)
+            rows, live, key = (
+                np.concatenate([mine, theirs])
+                for mine, theirs in ((rows, picked.rows), (live, picked.live), (key, picked.key))
+            )
+            rows, live, key, lineage, depth = (
+                _inserted(a, m, places, order) for a in (rows, live, key, lineage, depth)
+            )
+            take = pa.array(_inserted(np.arange(m + len(picked.rows), dtype=np.int64), m, places, order), pa.int64())
+            slot_values = {
+                c: pa.concat_arrays([values, picked.slot_values[c].cast(values.type)]).take(take)
+                for c, values in slot_values.items()
+            }
         return OrgHeads._assemble(
             rows=rows,
             lineage=lineage,

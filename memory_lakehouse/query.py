@@ -364,10 +364,11 @@ def history_candidates(rows: pa.Table, hidden: Collection[int]) -> pa.Table:
 _FALSE_SCALAR = pa.scalar(False, pa.bool_())
 
 
-def _retractions(rows: pa.Table) -> pa.Table:
-    """The retraction rows among *rows* (known or not yet): what a cell's advance cannot take
-    in by adding candidates (`Visibility._advanced`)."""
-    return rows.filter(pc.equal(rows.column("status"), "retracted"))
+def _retraction_slots(rows: pa.Table) -> list[str]:
+    """The lineage ids of the retraction rows among *rows* (known or not yet), sorted: what a
+    cell's advance cannot take in by adding candidates (`Visibility._advanced`)."""
+    lineage = rows.column("lineage_id").filter(pc.equal(rows.column("status"), "retracted"))
+    return sorted(set(lineage.to_pylist()))
 
 
 def _read_slot(kind: str, subject: str | None, filters: Mapping[str, Any]) -> str | None:
@@ -1238,7 +1239,7 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
                 return None
             rows, hidden = appended
             heads = cell.heads.advanced(appended_candidates(rows, basis, hidden), kind)
-            if not _retractions(rows).num_rows:
+            if not _retraction_slots(rows):
                 return heads, "advanced by the rows written since"
             repicked = self._repicked(kind, org, basis, state, c_appends, heads)
             if repicked is None:
@@ -1279,11 +1280,10 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
         if appended is None:
             return None
         rows, hidden = appended
-        slots = sorted(set(_retractions(rows).column("lineage_id").to_pylist()))
-        new = history_candidates(rows, hidden)
-        new = new.filter(pc.is_in(new.column("lineage_id"), value_set=pa.array(slots, pa.string())))
-        versions = history.subset(history.slot_versions(slots)).advanced(new)
-        retracted, missing = self._retracted_by(kind, rows, versions)
+        slots = _retraction_slots(rows)
+        rows = rows.filter(pc.is_in(rows.column("lineage_id"), value_set=pa.array(slots, pa.string())))
+        versions = history.subset(history.slot_versions(slots)).advanced(history_candidates(rows, hidden))
+        retracted, missing = self._retracted_by(kind, rows, versions)  # every retraction since is among *rows*
         if missing:
             return None
         self._history_picks += 1
