@@ -25,6 +25,7 @@ import os
 import re
 import threading
 import uuid
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,6 +39,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from .errors import ValidationError
 from .lake import storage_errors, take_rows
+from .logwatch import watch_logs
 from .objectstore import Freshness, RemoteFiles, commit_file, open_delta_table, read_table_rows
 from .progress import Progress
 from .query import Forgotten, Visibility
@@ -153,18 +155,38 @@ class Ledger:
                 )
         self._version = -1
         self._entries: list[dict[str, Any]] = []
+        #: whether the log changed since it was last asked, on a local ledger (`logwatch`)
+        self._watch = watch_logs({LEDGER_KEY: self._log_dir}) if self._remote is None else None
+        if self._watch is not None:
+            weakref.finalize(self, self._watch.close)
         self.refresh()
 
     def refresh(self) -> bool:
-        """Take in new entries; True when there were any. Inside a public read, asked at most once."""
+        """Take in new entries; True when there were any. Inside a public read, asked at most
+        once; on a local ledger, only when its log changed since it was last asked (`logwatch`)."""
         with self._lock:
             if self.freshness is not None and not self.freshness.wants_probe(LEDGER_KEY):
                 return False
+            watch = self._watch
             try:
-                return self._refresh()
+                if watch is not None:
+                    if watch.unchanged_of([LEDGER_KEY]):
+                        return False
+                    watch.asking(LEDGER_KEY)
+                try:
+                    return self._refresh()
+                except BaseException:
+                    if watch is not None:
+                        watch.asked_failed(LEDGER_KEY)
+                    raise
             finally:
                 if self.freshness is not None:
                     self.freshness.probed(LEDGER_KEY)
+
+    def stop_watching(self) -> None:
+        """Let go of the watch over the ledger's log (`logwatch`): the store is closing."""
+        if self._watch is not None:
+            self._watch.close()
 
     def _refresh(self) -> bool:
         if self._version >= 0:

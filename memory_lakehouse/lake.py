@@ -51,6 +51,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -73,6 +74,7 @@ from . import direct_append
 from .background import Worker
 from .commitlog import COMMITS_TABLE, CommitRecord
 from .errors import LakehouseError, StoreError
+from .logwatch import watch_logs
 from .objectstore import (
     Freshness,
     RemoteFiles,
@@ -631,6 +633,12 @@ class Lake:
         self.freshness = Freshness(refresh_interval)
         self._named: set[str] = set()  # tables named by the commits a refresh just took in
         self._open_tables(create)
+        #: which local tables' logs changed since a refresh last asked (None: every table is asked)
+        self._watch = (
+            watch_logs({kind: os.path.join(self.uri(kind), "_delta_log") for kind in SPECS}) if self.is_local else None
+        )
+        if self._watch is not None:
+            weakref.finalize(self, self._watch.close)
         self.refresh(force=True)
 
     # ------------------------------------------------------------------ layout
@@ -823,6 +831,11 @@ class Lake:
                 log.warning("memlake: no checkpoint after the append to %s (%s); the next one writes it", kind, exc)
                 return
 
+    def stop_watching(self) -> None:
+        """Let go of the watch over the tables' logs (`logwatch`): the store is closing."""
+        if self._watch is not None:
+            self._watch.close()
+
     def wait_for_checkpoints(self, timeout: float | None = None) -> bool:
         """Wait for the checkpoints appends handed to the background; False if *timeout* ran out."""
         return self._checkpointer.wait(timeout)
@@ -889,10 +902,12 @@ class Lake:
         Inside a public read (`reading`) a table already asked is not asked again.
         """
         changed: list[str] = []
+        watch = self._watch
         with self._lock:
             unseen: dict[str, tuple[int, int]] = {}  # table -> (epoch, rows) as this refresh found it
             try:
                 todo = list(kinds) if kinds is not None else list(SPECS)
+                quiet: set[str] | None = None if watch is not None and not force else set()
                 asked: set[str] = set()
                 while todo:
                     kind = todo.pop(0)
@@ -901,12 +916,27 @@ class Lake:
                     asked.add(kind)
                     if not force and not self.freshness.wants_probe(kind):
                         continue
+                    if quiet is None:  # the tables nothing changed in since they were last asked: as if asked
+                        assert watch is not None
+                        quiet = watch.unchanged_of(SPECS)
+                    if kind in quiet:
+                        self.freshness.probed(kind)
+                        if kind in self._pending:
+                            todo.extend(sorted(self._awaited(kind) - asked))
+                        continue
                     self._named = set()
                     view = self.views[kind]
                     unseen[kind] = (view.epoch, view.num_rows)
-                    if self._refresh_table(kind, force):
-                        changed.append(kind)
-                        self._pending_unchecked = True
+                    if watch is not None:
+                        watch.asking(kind)
+                    try:
+                        if self._refresh_table(kind, force):
+                            changed.append(kind)
+                            self._pending_unchecked = True
+                    except BaseException:
+                        if watch is not None:
+                            watch.asked_failed(kind)
+                        raise
                     self.freshness.probed(kind)
                     todo.extend(sorted((self._named | self._awaited(kind)) - asked))
                 if self._pending_unchecked:  # also left over by a refresh a read let go of halfway

@@ -228,6 +228,8 @@ class MemoryStore:
         self.retriever.wait_for_warm_up()
         self.retriever.flush(let_go=True)
         self.vis.con.close()
+        self.lake.stop_watching()
+        self.ledger.stop_watching()
 
     @property
     def catch_up(self) -> str:
