@@ -23,7 +23,9 @@ when ``MEMLAKE_WATCH_LOGS=0``.
 
 One inotify descriptor serves every store of the process (a user may hold only 128): each
 store registers its tables' log directories, and a drain hands each event to every store
-watching that directory.
+watching that directory. A forked child would share the parent's queue and take its
+events: there the parent's watches answer "changed" for every table, and the child's own
+stores open a descriptor of their own.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class TableWatch:
     def unchanged_of(self, tables: Iterable[str]) -> set[str]:
         """Those of *tables* whose logs are watched and saw no change since they were last
         asked, after the kernel's queue is taken in (one read of the descriptor)."""
-        if self._closed:
+        if self._closed or self._hub.pid != os.getpid():  # a forked child shares the parent's queue: it cannot tell
             return set()
         self._hub.drain()
         with self._lock:
@@ -126,6 +128,7 @@ class _Inotify:
     """The process's one inotify descriptor and the stores watching through it."""
 
     def __init__(self, fd: int, libc: ctypes.CDLL) -> None:
+        self.pid = os.getpid()  # whose queue it is: a forked child reading it would take the parent's events
         self._fd = fd
         self._libc = libc
         self._lock = threading.Lock()
@@ -234,6 +237,17 @@ def _the_hub() -> _Inotify | None:
             else:
                 _hub = _Inotify(fd, libc)
         return _hub
+
+
+def _forget_hub_in_child() -> None:
+    """After a fork: the child's stores watch through a descriptor of their own (the
+    parent's watches answer nothing there: `TableWatch.unchanged_of`)."""
+    global _hub, _hub_failed
+    _hub, _hub_failed = None, False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_hub_in_child)
 
 
 def watch_logs(directories: Mapping[str, str]) -> TableWatch | None:

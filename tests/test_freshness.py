@@ -278,3 +278,39 @@ def test_with_the_watch_the_ledger_is_asked_only_once_its_log_changed(tmp_path, 
     asked.clear()
     assert reader.get_fact("user:1", "plan", by=MEMBER) is None
     assert asked == [reader.ledger]
+
+
+def _in_a_forked_child(watched: str, other: str, out) -> None:
+    """Entry point of the forked child (no store: deltalake cannot run in a forked child)."""
+    inherited = _parents_watch
+    assert inherited is not None
+    fresh = logwatch.watch_logs({"note": other})
+    assert fresh is not None
+    fresh.asking("note")
+    out.put((sorted(inherited.unchanged_of(["fact"])), sorted(fresh.unchanged_of(["note"])), fresh._hub.pid))
+
+
+_parents_watch: logwatch.TableWatch | None = None
+
+
+def test_a_forked_child_does_not_take_the_parents_events(tmp_path):
+    global _parents_watch
+    watched, other = tmp_path / "fact", tmp_path / "note"
+    watched.mkdir()
+    other.mkdir()
+    _parents_watch = logwatch.watch_logs({"fact": str(watched)})
+    assert _parents_watch is not None
+    _parents_watch.asking("fact")
+    assert _parents_watch.unchanged_of(["fact"]) == {"fact"}
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_in_a_forked_child, args=(str(watched), str(other), out))
+    child.start()
+    inherited, fresh, pid = out.get(timeout=60)
+    child.join(60)
+    assert child.exitcode == 0
+    assert inherited == []  # the parent's queue is not the child's to read: every table is asked
+    assert fresh == ["note"] and pid == child.pid  # a store the child opens watches through its own
+    (watched / "00000000000000000001.json").write_text("{}")
+    assert _parents_watch.unchanged_of(["fact"]) == set()  # and the parent still gets its events
+    _parents_watch.close()
