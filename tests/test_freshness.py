@@ -7,7 +7,9 @@ The object-store side (requests counted by the S3 server itself) is in
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import random
 import threading
 from collections import Counter
 from datetime import timedelta
@@ -314,3 +316,53 @@ def test_a_forked_child_does_not_take_the_parents_events(tmp_path):
     (watched / "00000000000000000001.json").write_text("{}")
     assert _parents_watch.unchanged_of(["fact"]) == set()  # and the parent still gets its events
     _parents_watch.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_reader_with_the_watch_answers_as_one_that_asks_every_table_while_another_store_writes(
+    tmp_path, monkeypatch, seed
+):
+    """The watch only spares asking: a reader with it and one without, beside a writer doing
+    writes, supersessions, retractions, preferences, episodes and forgets in random order,
+    answer every read alike."""
+    rng = random.Random(seed)
+    clock = SimClock(day(1))
+    writer = watched_store(tmp_path / "store", clock)
+    watching = watched_store(tmp_path / "store", clock)
+    monkeypatch.setenv(WATCH_ENV, "0")
+    asking = ml.open(tmp_path / "store", clock=clock, embedder=ml.HashingEmbedder())
+    assert asking.lake._watch is None and asking.ledger._watch is None
+    asked: Counter[int] = Counter()  # tables asked, by reader
+    real = Lake._refresh_table
+
+    def counting(self: Lake, kind: str, force: bool) -> bool:
+        asked[id(self)] += 1
+        return real(self, kind, force)
+
+    monkeypatch.setattr(Lake, "_refresh_table", counting)
+    subjects = [f"user:{n}" for n in range(4)]
+    written: list[str] = []
+    for step in range(30):
+        clock.advance(hours=1)
+        subject, move = rng.choice(subjects), rng.random()
+        if move < 0.45:
+            written.append(writer.write(fact(subject, "plan", f"plan {step}", clock()), by=CURATOR).record_id)
+        elif move < 0.6:
+            writer.write(ml.Preference(subject, "tone", f"tone {step}", clock(), source="test@v1"), by=CURATOR)
+        elif move < 0.7:
+            writer.write(episode("checkout", f"slow page {step}", "fixed", clock()), by=CURATOR)
+        elif move < 0.85 and written:
+            with contextlib.suppress(ml.LakehouseError):  # already retracted or forgotten
+                writer.retract(written.pop(rng.randrange(len(written))), by=CURATOR, reason="wrong")
+        else:
+            writer.forget(subject, by=STEWARD, reason="erasure request")
+        for reader_subject in subjects:
+            answers = [r.get_fact(reader_subject, "plan", by=MEMBER) for r in (watching, asking)]
+            assert answers[0] == answers[1], (step, reader_subject)
+            tones = [r.get_fact(reader_subject, "tone", by=MEMBER, kind="preference") for r in (watching, asking)]
+            assert tones[0] == tones[1], (step, reader_subject)
+        recalled = [
+            [h.record.record_id for h in r.recall("plan tone slow page", by=MEMBER)] for r in (watching, asking)
+        ]
+        assert recalled[0] == recalled[1], step
+    assert 0 < asked[id(watching.lake)] < asked[id(asking.lake)] / 2  # the watch spared most of the asking
