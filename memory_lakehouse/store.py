@@ -108,7 +108,8 @@ def open(
 
     ``refresh=`` is how stale a read may be. By default (``None``) every read asks each
     table it reads for commits made since (one request per table on an object store;
-    one stat() on a local disk), so it sees every write committed before it began; a
+    a stat() on a local disk, and on Linux only for the tables whose logs an inotify watch
+    saw change: `logwatch`), so it sees every write committed before it began; a
     store always sees its own writes at once. With an interval (seconds, or a
     ``timedelta``) a read does not ask a table asked less than that long ago: a
     read-mostly agent saves the requests, and another process's write may take up to
