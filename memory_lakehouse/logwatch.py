@@ -31,7 +31,6 @@ stores open a descriptor of their own.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import logging
 import os
@@ -227,7 +226,7 @@ def _the_hub() -> _Inotify | None:
     with _hub_lock:
         if _hub is None and not _hub_failed:
             try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+                libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols: libc's among them
                 fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
             except (OSError, AttributeError):
                 fd = -1

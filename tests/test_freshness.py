@@ -8,7 +8,9 @@ The object-store side (requests counted by the S3 server itself) is in
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing as mp
+import os
 import random
 import threading
 from collections import Counter
@@ -282,14 +284,19 @@ def test_with_the_watch_the_ledger_is_asked_only_once_its_log_changed(tmp_path, 
     assert asked == [reader.ledger]
 
 
-def _in_a_forked_child(watched: str, other: str, out) -> None:
-    """Entry point of the forked child (no store: deltalake cannot run in a forked child)."""
+def _in_a_forked_child(watched: str, other: str, conn) -> None:
+    """Entry point of the forked child. No store, and no garbage collection: the parent's
+    objects it inherits include deltalake's, whose finalizers crash in a forked child (the
+    reason stores are never used across a fork); it leaves by `os._exit`, past them too."""
+    gc.disable()
     inherited = _parents_watch
     assert inherited is not None
     fresh = logwatch.watch_logs({"note": other})
     assert fresh is not None
     fresh.asking("note")
-    out.put((sorted(inherited.unchanged_of(["fact"])), sorted(fresh.unchanged_of(["note"])), fresh._hub.pid))
+    conn.send((sorted(inherited.unchanged_of(["fact"])), sorted(fresh.unchanged_of(["note"])), fresh._hub.pid))
+    conn.close()
+    os._exit(0)
 
 
 _parents_watch: logwatch.TableWatch | None = None
@@ -305,10 +312,16 @@ def test_a_forked_child_does_not_take_the_parents_events(tmp_path):
     _parents_watch.asking("fact")
     assert _parents_watch.unchanged_of(["fact"]) == {"fact"}
     ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    child = ctx.Process(target=_in_a_forked_child, args=(str(watched), str(other), out))
-    child.start()
-    inherited, fresh, pid = out.get(timeout=60)
+    receiving, sending = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_in_a_forked_child, args=(str(watched), str(other), sending))
+    gc.collect()
+    gc.freeze()  # what the child inherits is never collected there
+    try:
+        child.start()
+    finally:
+        gc.unfreeze()
+    assert receiving.poll(60)
+    inherited, fresh, pid = receiving.recv()
     child.join(60)
     assert child.exitcode == 0
     assert inherited == []  # the parent's queue is not the child's to read: every table is asked
