@@ -39,7 +39,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from .errors import ValidationError
 from .lake import storage_errors, take_rows
-from .logwatch import watch_logs
+from .logwatch import asking, watch_logs
 from .objectstore import Freshness, RemoteFiles, commit_file, open_delta_table, read_table_rows
 from .progress import Progress
 from .query import Forgotten, Visibility
@@ -167,18 +167,11 @@ class Ledger:
         with self._lock:
             if self.freshness is not None and not self.freshness.wants_probe(LEDGER_KEY):
                 return False
-            watch = self._watch
             try:
-                if watch is not None:
-                    if watch.unchanged_of([LEDGER_KEY]):
-                        return False
-                    watch.asking(LEDGER_KEY)
-                try:
+                if self._watch is not None and self._watch.unchanged_of([LEDGER_KEY]):
+                    return False
+                with asking(self._watch, LEDGER_KEY):
                     return self._refresh()
-                except BaseException:
-                    if watch is not None:
-                        watch.asked_failed(LEDGER_KEY)
-                    raise
             finally:
                 if self.freshness is not None:
                     self.freshness.probed(LEDGER_KEY)

@@ -74,7 +74,7 @@ from . import direct_append
 from .background import Worker
 from .commitlog import COMMITS_TABLE, CommitRecord
 from .errors import LakehouseError, StoreError
-from .logwatch import watch_logs
+from .logwatch import asking, watch_logs
 from .objectstore import (
     Freshness,
     RemoteFiles,
@@ -921,22 +921,15 @@ class Lake:
                         quiet = watch.unchanged_of(SPECS)
                     if kind in quiet:
                         self.freshness.probed(kind)
-                        if kind in self._pending:
-                            todo.extend(sorted(self._awaited(kind) - asked))
+                        todo.extend(sorted(self._awaited(kind) - asked))
                         continue
                     self._named = set()
                     view = self.views[kind]
                     unseen[kind] = (view.epoch, view.num_rows)
-                    if watch is not None:
-                        watch.asking(kind)
-                    try:
+                    with asking(watch, kind):
                         if self._refresh_table(kind, force):
                             changed.append(kind)
                             self._pending_unchecked = True
-                    except BaseException:
-                        if watch is not None:
-                            watch.asked_failed(kind)
-                        raise
                     self.freshness.probed(kind)
                     todo.extend(sorted((self._named | self._awaited(kind)) - asked))
                 if self._pending_unchecked:  # also left over by a refresh a read let go of halfway

@@ -37,7 +37,8 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +74,8 @@ _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then the name
 class TableWatch:
     """One store's view of the watch: which of its tables' logs changed since it last asked.
 
-    `unchanged_of` drains the kernel's queue into every store's set; `asking` marks a table
-    as being asked (it leaves the set first, so a change made while it is asked stays for
-    the next read, and goes back if the asking fails).
+    `unchanged_of` drains the kernel's queue into every store's set; `asking` wraps the
+    asking of a table's log.
     """
 
     def __init__(self, hub: _Inotify, watched: Mapping[str, int]) -> None:
@@ -94,11 +94,11 @@ class TableWatch:
         with self._lock:
             return {t for t in tables if t in self._wds and t not in self._changed}
 
-    def asking(self, table: str) -> None:
+    def _taken(self, table: str) -> None:
         with self._lock:
             self._changed.discard(table)
 
-    def asked_failed(self, table: str) -> None:
+    def _not_taken(self, table: str) -> None:
         with self._lock:
             self._changed.add(table)
 
@@ -213,6 +213,23 @@ class _Inotify:
     def _overflowed(self) -> None:
         for watch in list(self._watchers):
             watch._saw_everything()
+
+
+@contextmanager
+def asking(watch: TableWatch | None, table: str) -> Iterator[None]:
+    """Around the asking of *table*'s log, the one protocol `Lake.refresh` and
+    `Ledger.refresh` share: the table leaves *watch*'s changed set first, so a change made
+    while it is asked stays for the next read, and goes back if the asking fails. Nothing
+    without a watch."""
+    if watch is None:
+        yield
+        return
+    watch._taken(table)
+    try:
+        yield
+    except BaseException:
+        watch._not_taken(table)
+        raise
 
 
 _hub: _Inotify | None = None

@@ -213,17 +213,20 @@ def test_with_the_watch_a_log_directory_that_went_away_has_its_table_asked_every
     watch = logwatch.watch_logs({"fact": str(watched), "note": str(other)})
     assert watch is not None
     assert watch.unchanged_of(["fact", "note"]) == set()  # nothing is known before a first asking
-    watch.asking("fact")
-    watch.asking("note")
+    for table in ("fact", "note"):
+        with logwatch.asking(watch, table):
+            pass
     assert watch.unchanged_of(["fact", "note"]) == {"fact", "note"}
     (watched / "00000000000000000001.json").write_text("{}")
     assert watch.unchanged_of(["fact", "note"]) == {"note"}  # an entry created in its log
-    watch.asking("fact")
+    with logwatch.asking(watch, "fact"):
+        pass
     assert watch.unchanged_of(["fact"]) == {"fact"}
     (watched / "00000000000000000001.json").unlink()
     watched.rmdir()
     for _ in range(2):  # gone: no longer watched, so never taken as unchanged again
-        watch.asking("fact")
+        with logwatch.asking(watch, "fact"):
+            pass
         assert watch.unchanged_of(["fact", "note"]) == {"note"}
     watch.close()
     assert watch.unchanged_of(["note"]) == set()
@@ -293,7 +296,8 @@ def _in_a_forked_child(watched: str, other: str, conn) -> None:
     assert inherited is not None
     fresh = logwatch.watch_logs({"note": other})
     assert fresh is not None
-    fresh.asking("note")
+    with logwatch.asking(fresh, "note"):
+        pass
     conn.send((sorted(inherited.unchanged_of(["fact"])), sorted(fresh.unchanged_of(["note"])), fresh._hub.pid))
     conn.close()
     os._exit(0)
@@ -309,7 +313,8 @@ def test_a_forked_child_does_not_take_the_parents_events(tmp_path):
     other.mkdir()
     _parents_watch = logwatch.watch_logs({"fact": str(watched)})
     assert _parents_watch is not None
-    _parents_watch.asking("fact")
+    with logwatch.asking(_parents_watch, "fact"):
+        pass
     assert _parents_watch.unchanged_of(["fact"]) == {"fact"}
     ctx = mp.get_context("fork")
     receiving, sending = ctx.Pipe(duplex=False)
