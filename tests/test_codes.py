@@ -1,0 +1,73 @@
+"""`SortedCodes` (lineage ids as sorted fixed-width bytes) answers as a dict of the same values would."""
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_lakehouse.codes import ADDED_CODES, SortedCodes, _encoded, _fixed_width
+
+
+@given(
+    held=st.lists(st.text(max_size=12), unique=True, max_size=40),
+    batches=st.lists(st.lists(st.text(max_size=40), unique=True, max_size=20), max_size=8),
+)
+@settings(max_examples=200, deadline=None)
+def test_sorted_codes_answer_as_a_dict_of_the_same_values(held, batches):
+    """`SortedCodes` (the heads' lineage codes) give each value the code a dict would, one at
+    a time or many at once, after additions too (a few waiting beside the sorted arrays, more
+    sorted in: `ADDED_CODES`), for any text (a NUL at the end, longer values than any held)."""
+    codes = SortedCodes.of(held)
+    grown, everything, sorted_in = codes, list(held), False
+    for batch in batches:
+        more = [v for v in batch if v not in everything]
+        before, grown = grown, grown.with_added(more)
+        sorted_in |= len(grown.values) > len(before.values)
+        everything += more
+        assert len(before) == len(everything) - len(more)  # the cell it grew from keeps its codes
+    as_dict = {v: i for i, v in enumerate(everything)}
+    for value in [*everything, "absent", "", "\x00"]:
+        assert grown.get(value) == as_dict.get(value)
+        assert codes.get(value) == (as_dict[value] if value in held else None)  # the old codes are unchanged
+    assert len(grown) == len(as_dict) and len(codes) == len(held)
+    asked = [*everything[len(held) :], *held, "absent", "\x00"]
+    assert grown.get_many(asked) == {v: as_dict[v] for v in asked if v in as_dict}  # one search for many
+    assert codes.get_many(asked) == {v: as_dict[v] for v in asked if v in held}
+    assert sorted_in == (len(everything) - len(held) > ADDED_CODES)  # waiting ones sorted in past the bound
+
+
+@given(
+    values=st.one_of(
+        st.lists(st.text(max_size=8), unique=True, max_size=30),
+        st.lists(st.text("0123456789abcdef", min_size=6, max_size=6), unique=True, max_size=30),  # ids of one length
+    ),
+    start=st.integers(0, 4),
+    large=st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_codes_read_from_the_arrow_buffers_are_the_values_encoded_one_by_one(values, start, large):
+    """`SortedCodes.of` reads an Arrow array's buffers (a slice of one, large strings too) into
+    the same fixed-width bytes as encoding each value with its terminator."""
+    array = pa.array(values, pa.large_string() if large else pa.string())[start:]
+    expected = [_encoded(v) for v in values[start:]]
+    assert _fixed_width(array).tolist() == expected
+    assert SortedCodes.of(array).get_many(values) == {v: i for i, v in enumerate(values[start:])}
+
+
+def test_values_waiting_beside_the_sorted_codes_are_sorted_in_with_their_codes():
+    """Past `ADDED_CODES` waiting values, `with_added` sorts them into the arrays: every value
+    keeps the code it was given when added, whichever batch it came in."""
+    held = [f"lin-{i:03d}" for i in range(0, 300, 3)]
+    codes, everything = SortedCodes.of(held), list(held)
+    for start in range(1, 3 * (ADDED_CODES + 20), 7):
+        more = [f"lin-{i:03d}" for i in range(start, start + 5) if i % 3]
+        codes = codes.with_added(more)
+        everything += more
+        assert codes.get_many(everything) == {v: i for i, v in enumerate(everything)}
+    assert len(codes.values) > len(held)  # some were sorted in, some may wait
+
+
+def test_a_value_longer_than_every_held_one_is_not_found_by_its_prefix():
+    """Held values are fixed-width bytes: a longer one asked for must not match a held value
+    its first bytes spell (``"a\\x01..."`` begins as ``"a"`` encoded does)."""
+    codes = SortedCodes.of(["a", "b"])
+    assert codes.get("a\x01b") is None and codes.get_many(["a\x01b", "b"]) == {"b": 1}
