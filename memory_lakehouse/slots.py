@@ -4,49 +4,90 @@ The write path reconciles a batch against every stored version of the batch's sl
 (`query.Visibility.slot_versions`). Finding those rows by scanning the lineage column
 for a few hundred ids (``pc.is_in``) cost ~1.7 ms at 100k rows and grows with the table
 (a tenth of a 1,000-record batch's reconcile at 100k, more at 1M). `SlotRows` keeps, per
-lineage id, the position of its last row, and per row the position of the row before it
-in the same slot: a lookup walks each slot's versions, whatever the table's size. It is
+slot, the position of its last row, and per row the position of the row before it in the
+same slot: a lookup walks each slot's versions, whatever the table's size. It is
 brought up to date with each appended chunk (`extend`) and rebuilt when a rewrite starts a
-new epoch (`lake.Lake.slot_rows`). It replaces the lake's set of lineage ids and costs
-about as much (tracemalloc, the 100k tenants store's 83,500 slots: 11.9 MB, the set
-11.0). tests/test_slots.py checks it against the scan.
+new epoch (`lake.Lake.slot_rows`). tests/test_slots.py checks it against the scan.
+
+Slots are numbered by `codes.SortedCodes` (sorted fixed-width bytes, ~37 bytes a lineage id)
+with the last row of each in an array, not in a dict of str (~140 bytes a slot: 11.9 MB for
+the 100k tenants store's 83,500 slots, ~120 MB at 1M, all of it in a writer's resident memory).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .codes import SortedCodes
+
+#: Slots numbered since the sorted codes were last rebuilt wait in a dict (a lookup there costs
+#: no search): at most this many, or a sixteenth of the sorted ones, whichever is more. Then
+#: they are sorted in, a copy of the arrays (~30 MB at 1M slots) once per that many new slots.
+RECENT_SLOTS = 4096
+
 
 class SlotRows:
     """Lineage id -> the positions of its rows, for rows appended in order (`extend`).
 
-    Also the set of lineage ids with a row (``in``, iteration), which the writer asks
-    first: slots new to the store need no lookup at all.
+    Also which lineage ids have a row (`held`, ``in``), which the writer asks first: slots
+    new to the store need no lookup at all.
     """
 
     def __init__(self) -> None:
-        self._last: dict[str, int] = {}  # lineage id -> position of its latest row
+        self._sorted = SortedCodes.of([])  # lineage id -> slot number, most of them
+        self._recent: dict[str, int] = {}  # ... the rest: numbered since `_sorted` was built
+        self._last = np.empty(0, dtype=np.int32)  # slot number -> position of its latest row
         self._previous = np.empty(0, dtype=np.int32)  # row -> the slot's row before it, -1 for its first
         self.rows = 0  # rows taken so far (the chain's first ``rows`` entries are live)
 
     def __contains__(self, lineage_id: object) -> bool:
-        return lineage_id in self._last
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._last)
+        return isinstance(lineage_id, str) and bool(self.held([lineage_id]))
 
     def __len__(self) -> int:
-        return len(self._last)
+        return len(self._sorted) + len(self._recent)
+
+    def held(self, lineage_ids: Iterable[str]) -> set[str]:
+        """Those of *lineage_ids* with a row: one search for them all."""
+        return set(self._numbers(set(lineage_ids)))
+
+    def _numbers(self, lineage_ids: Iterable[str]) -> dict[str, int]:
+        """The slot number of each of *lineage_ids* that has one."""
+        recent = self._recent
+        out = {v: n for v in lineage_ids if (n := recent.get(v)) is not None}
+        asked = [v for v in lineage_ids if v not in out]
+        if asked:
+            out.update(self._sorted.get_many(asked))
+        return out
+
+    def _number(self, names: pa.Array) -> np.ndarray:
+        """The slot number of each of *names* (distinct), numbering those without one."""
+        if not len(self):  # the first chunk (a whole table on open): numbered in its order, no lookup
+            self._sorted = SortedCodes.of(names)
+            return np.arange(len(names), dtype=np.int64)
+        listed = names.to_pylist()
+        known = self._numbers(listed)
+        recent, after = self._recent, len(self)
+        out = np.empty(len(listed), dtype=np.int64)
+        for i, name in enumerate(listed):
+            number = known.get(name)
+            if number is None:
+                number = recent[name] = after
+                after += 1
+            out[i] = number
+        if len(recent) > max(RECENT_SLOTS, len(self._sorted) // 16):
+            # numbered in the order added, as `with_added` numbers them
+            self._sorted, self._recent = self._sorted.with_added(list(recent)), {}
+        return out
 
     def extend(self, lineage_ids: pa.Array | pa.ChunkedArray) -> None:
         """Take the next ``len(lineage_ids)`` rows, positions ``rows``, ``rows + 1``, ...
 
         Vectorised over the rows: one dictionary encoding, one stable sort by lineage, and
-        a step of Python per distinct lineage id in the chunk.
+        one lookup of the chunk's distinct lineage ids.
         """
         count = len(lineage_ids)
         if not count:
@@ -65,16 +106,14 @@ class SlotRows:
         previous[order[1:][same]] = order[:-1][same] + start
         # each lineage's first and last row here, in code order: every code of the dictionary occurs
         firsts = order[np.concatenate(([True], ~same))]
-        lasts = (order[np.concatenate((~same, [True]))] + start).tolist()
-        last, names = self._last, encoded.dictionary.to_pylist()
-        if last:
-            for first, end, name in zip(firsts.tolist(), lasts, names, strict=True):
-                before = last.get(name)
-                if before is not None:
-                    previous[first] = before
-                last[name] = end
-        else:  # the first chunk (a whole table on open): nothing before it to link to
-            last.update(zip(names, lasts, strict=True))
+        lasts = order[np.concatenate((~same, [True]))] + start
+        slots = self._number(encoded.dictionary)
+        if len(self) > len(self._last):  # doubling, as the chain below
+            grown = np.full(max(len(self), 2 * len(self._last)), -1, dtype=np.int32)
+            grown[: len(self._last)] = self._last
+            self._last = grown
+        previous[firsts] = self._last[slots]  # the slot's last row before this chunk; -1 for a new slot
+        self._last[slots] = lasts
         if start + count > len(self._previous):  # doubling: an append copies the chain only now and then
             grown = np.empty(max(start + count, 2 * len(self._previous)), dtype=np.int32)
             grown[:start] = self._previous[:start]
@@ -86,9 +125,8 @@ class SlotRows:
         """The positions of every row of those slots, ascending (ids without rows add none)."""
         out: list[int] = []
         previous = self._previous
-        last = self._last
-        for lineage_id in set(lineage_ids):
-            at = last.get(lineage_id, -1)
+        for slot in self._numbers(set(lineage_ids)).values():
+            at = int(self._last[slot])
             while at >= 0:
                 out.append(at)
                 at = int(previous[at])

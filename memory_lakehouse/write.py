@@ -738,7 +738,7 @@ class Writer:
         if active:
             for kind, idx in by_kind.items():
                 known = self.lake.slot_rows(kind)  # slots new to the store need no lookup (bulk ingest)
-                wanted = sorted({lineages[i] for i in idx if lineages[i] in known})
+                wanted = sorted(known.held(lineages[i] for i in idx))
                 if not wanted:
                     continue
                 existing = self.vis.slot_versions(kind, wanted)
