@@ -52,15 +52,17 @@ class SlotRows:
 
     def held(self, lineage_ids: Iterable[str]) -> set[str]:
         """Those of *lineage_ids* with a row: one search for them all."""
-        return set(self._numbers(set(lineage_ids)))
+        asked = pa.array(list(set(lineage_ids)), pa.string())
+        return {v for v, n in zip(asked.to_pylist(), self._numbers(asked).tolist(), strict=True) if n >= 0}
 
-    def _numbers(self, lineage_ids: Iterable[str]) -> dict[str, int]:
-        """The slot number of each of *lineage_ids* that has one."""
+    def _numbers(self, lineage_ids: pa.Array) -> np.ndarray:
+        """The slot number of each of *lineage_ids*, -1 where it has none."""
+        out = self._sorted.find(lineage_ids)
         recent = self._recent
-        out = {v: n for v in lineage_ids if (n := recent.get(v)) is not None}
-        asked = [v for v in lineage_ids if v not in out]
-        if asked:
-            out.update(self._sorted.get_many(asked))
+        if recent:
+            missing = np.flatnonzero(out < 0)
+            if len(missing):
+                out[missing] = [recent.get(v, -1) for v in lineage_ids.take(pa.array(missing)).to_pylist()]
         return out
 
     def _number(self, names: pa.Array) -> np.ndarray:
@@ -68,19 +70,15 @@ class SlotRows:
         if not len(self):  # the first chunk (a whole table on open): numbered in its order, no lookup
             self._sorted = SortedCodes.of(names)
             return np.arange(len(names), dtype=np.int64)
-        listed = names.to_pylist()
-        known = self._numbers(listed)
-        recent, after = self._recent, len(self)
-        out = np.empty(len(listed), dtype=np.int64)
-        for i, name in enumerate(listed):
-            number = known.get(name)
-            if number is None:
-                number = recent[name] = after
-                after += 1
-            out[i] = number
-        if len(recent) > max(RECENT_SLOTS, len(self._sorted) // 16):
+        out = self._numbers(names)
+        new = np.flatnonzero(out < 0)
+        if len(new):
+            after = len(self)
+            out[new] = np.arange(after, after + len(new))
+            self._recent.update(zip(names.take(pa.array(new)).to_pylist(), range(after, after + len(new)), strict=True))
+        if len(self._recent) > max(RECENT_SLOTS, len(self._sorted) // 16):
             # numbered in the order added, as `with_added` numbers them
-            self._sorted, self._recent = self._sorted.with_added(list(recent)), {}
+            self._sorted, self._recent = self._sorted.with_added(list(self._recent)), {}
         return out
 
     def extend(self, lineage_ids: pa.Array | pa.ChunkedArray) -> None:
@@ -125,7 +123,8 @@ class SlotRows:
         """The positions of every row of those slots, ascending (ids without rows add none)."""
         out: list[int] = []
         previous = self._previous
-        for slot in self._numbers(set(lineage_ids)).values():
+        numbers = self._numbers(pa.array(list(set(lineage_ids)), pa.string()))
+        for slot in numbers[numbers >= 0].tolist():
             at = int(self._last[slot])
             while at >= 0:
                 out.append(at)
