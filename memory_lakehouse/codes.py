@@ -100,9 +100,10 @@ class SortedCodes:
         added = {**self.added, **{v: len(self) + i for i, v in enumerate(more)}}
         if len(added) <= ADDED_CODES:
             return SortedCodes(self.values, self.codes, added)
-        encoded = np.array([_encoded(v) for v in added], dtype=bytes)
+        encoded = _fixed_width(pa.array(list(added), pa.string()))
         width = max(self.values.itemsize, encoded.itemsize)
-        values = self.values.astype(f"S{width}")  # a copy: the old cell keeps its own
+        # `np.insert` makes new arrays (the old cell keeps its own): widened only when it must be
+        values = self.values if self.values.itemsize == width else self.values.astype(f"S{width}")
         order = np.argsort(encoded, kind="stable")
         at = np.searchsorted(values, encoded[order].astype(f"S{width}"))
         codes = np.fromiter(added.values(), np.int32, len(added))[order]
