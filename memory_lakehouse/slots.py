@@ -10,8 +10,10 @@ brought up to date with each appended chunk (`extend`) and rebuilt when a rewrit
 new epoch (`lake.Lake.slot_rows`). tests/test_slots.py checks it against the scan.
 
 Slots are numbered by `codes.SortedCodes` (sorted fixed-width bytes, ~37 bytes a lineage id)
-with the last row of each in an array, not in a dict of str (~140 bytes a slot: 11.9 MB for
-the 100k tenants store's 83,500 slots, ~120 MB at 1M, all of it in a writer's resident memory).
+with the last row of each in an array, not in a dict of str: tracemalloc, with the chain,
+3.8 MB for 83,500 slots over 100k rows and 38 MB for 835,000 over 1M, against 11.8 and 129
+as a dict, all of it in a writer's resident memory. A lookup is a binary search, ~1 ms
+more a 1,000-record batch at 1M than the dict's.
 """
 
 from __future__ import annotations
