@@ -148,3 +148,121 @@ def _fixed_width(values: pa.Array) -> np.ndarray:
     matrix[:, :size] = np.frombuffer(data_buffer, np.uint8)[first : first + n * size].reshape(n, size)
     matrix[:, size] = 1  # the terminator
     return matrix.view(f"S{size + 1}").ravel()
+
+
+class CodeTable:
+    """Codes of distinct strings in a hash table of numpy arrays: `SortedCodes`' bytes, a dict's speed.
+
+    For a map that grows by whole batches and is asked about whole batches (the writer's
+    slot index, `slots.SlotRows`): a batch's values are hashed, looked up and added with a
+    few numpy calls, however many there are. `SortedCodes` is immutable (the heads' cells
+    share one) and sorts new values in: at a batch of ~800 new lineage ids in 1,000 records,
+    its binary searches and sorting in cost ~4 ms a batch more than a dict (~5% of ingest).
+
+    Each value is kept once, as fixed-width bytes in its code's place (`_fixed_width`: its
+    UTF-8 and a terminator); the table is open addressing with linear probing, at most half
+    full, holding codes (-1 for an empty place). ~37 bytes a 32-character id, plus 8-16 in
+    the table.
+    """
+
+    def __init__(self) -> None:
+        self._values = np.empty(0, dtype="S1")  # code -> the value's bytes (room beyond `_count` is unused)
+        self._count = 0
+        self._table = np.full(16, -1, dtype=np.int32)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def find(self, values: pa.Array) -> np.ndarray:
+        """The code of each of *values* (an Arrow string array), -1 where none."""
+        out = np.full(len(values), -1, dtype=np.int64)
+        if not len(values) or not self._count:
+            return out
+        needles = _fixed_width(values)
+        width = self._values.itemsize
+        at = np.arange(len(values))
+        if needles.itemsize > width:  # those longer than every held value are not held
+            narrowed = needles.astype(f"S{width}")
+            at = np.flatnonzero(narrowed == needles)
+            needles = narrowed[at]
+        elif needles.itemsize < width:
+            needles = needles.astype(f"S{width}")
+        slots = self._probe(needles)
+        out[at] = slots
+        return out
+
+    def add(self, values: pa.Array) -> np.ndarray:
+        """Codes ``len(self)``, ``len(self) + 1``, ... for *values* (distinct, none held yet)."""
+        m = len(values)
+        codes = np.arange(self._count, self._count + m, dtype=np.int64)
+        if not m:
+            return codes
+        encoded = _fixed_width(values)
+        width = max(self._values.itemsize, encoded.itemsize)
+        rehash = width != self._values.itemsize  # a value's hash is of its bytes at the held width
+        if rehash or self._count + m > len(self._values):
+            grown = np.empty(max(self._count + m, 2 * len(self._values)), dtype=f"S{width}")
+            grown[: self._count] = self._values[: self._count]
+            self._values = grown
+        self._values[self._count : self._count + m] = encoded
+        self._count += m
+        if rehash or 2 * self._count > len(self._table):
+            size = len(self._table)
+            while 2 * self._count > size:
+                size *= 2
+            self._table = np.full(size, -1, dtype=np.int32)
+            self._insert(np.arange(self._count, dtype=np.int64))
+        else:
+            self._insert(codes)
+        return codes
+
+    def _places(self, encoded: np.ndarray) -> np.ndarray:
+        """Each value's first place in the table: a multiply-xorshift hash of its bytes."""
+        width = encoded.itemsize
+        matrix = encoded.view(np.uint8).reshape(len(encoded), width)
+        pad = -width % 8
+        if pad:
+            matrix = np.concatenate([matrix, np.zeros((len(encoded), pad), dtype=np.uint8)], axis=1)
+        words = np.ascontiguousarray(matrix).view(np.uint64)
+        h = np.zeros(len(encoded), dtype=np.uint64)
+        for column in words.T:
+            h ^= column
+            h *= np.uint64(0x9E3779B97F4A7C15)
+            h ^= h >> np.uint64(29)
+        return (h & np.uint64(len(self._table) - 1)).astype(np.int64)
+
+    def _probe(self, needles: np.ndarray) -> np.ndarray:
+        """The code of each of *needles* (at the held width), -1 where none."""
+        out = np.full(len(needles), -1, dtype=np.int64)
+        place = self._places(needles)
+        pending = np.arange(len(needles))
+        mask = len(self._table) - 1
+        while len(pending):
+            held = self._table[place[pending]].astype(np.int64)
+            filled = held >= 0
+            same = np.zeros(len(pending), dtype=bool)
+            same[filled] = self._values[held[filled]] == needles[pending[filled]]
+            out[pending[same]] = held[same]
+            pending = pending[filled & ~same]  # an empty place ends the search: not held
+            place[pending] = (place[pending] + 1) & mask
+        return out
+
+    def _insert(self, codes: np.ndarray) -> None:
+        """Put *codes* (held in `_values`, not yet in the table) in their places."""
+        place = self._places(self._values[codes])
+        pending = np.arange(len(codes))
+        mask = len(self._table) - 1
+        while len(pending):
+            at = place[pending]
+            free = self._table[at] < 0
+            # those whose place is free write their code there; where two share a place, one
+            # write lands, and the other finds the place taken and probes on
+            self._table[at[free]] = codes[pending[free]]
+            placed = np.zeros(len(pending), dtype=bool)
+            placed[free] = self._table[at[free]] == codes[pending[free]]
+            pending = pending[~placed]
+            place[pending] = (place[pending] + 1) & mask
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._values.itemsize * self._count + self._table.nbytes)

@@ -9,11 +9,12 @@ same slot: a lookup walks each slot's versions, whatever the table's size. It is
 brought up to date with each appended chunk (`extend`) and rebuilt when a rewrite starts a
 new epoch (`lake.Lake.slot_rows`). tests/test_slots.py checks it against the scan.
 
-Slots are numbered by `codes.SortedCodes` (sorted fixed-width bytes, ~37 bytes a lineage id)
-with the last row of each in an array, not in a dict of str: tracemalloc, with the chain,
-3.8 MB for 83,500 slots over 100k rows and 38 MB for 835,000 over 1M, against 11.8 and 129
-as a dict, all of it in a writer's resident memory. A lookup is a binary search, ~1 ms
-more a 1,000-record batch at 1M than the dict's.
+Slots are numbered by a `codes.CodeTable` (each lineage id's bytes once, in a hash table
+of numpy arrays) with the last row of each in an array, not in a dict of str: tracemalloc,
+with the chain, ~4.5 MB for 83,500 slots over 100k rows and ~44 MB for 835,000 over 1M,
+against 11.8 and 129 as a dict, all of it in a writer's resident memory. A batch's lookups
+cost about what the dict's did at 100k, ~1.6 ms more a 1,000-record batch at 1M (the
+table's random reads miss the cache more).
 """
 
 from __future__ import annotations
@@ -24,12 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .codes import SortedCodes
-
-#: Slots numbered since the sorted codes were last rebuilt wait in a dict (a lookup there costs
-#: no search): at most this many, or a sixteenth of the sorted ones, whichever is more. Then
-#: they are sorted in, a copy of the arrays (~30 MB at 1M slots) once per that many new slots.
-RECENT_SLOTS = 4096
+from .codes import CodeTable
 
 
 class SlotRows:
@@ -40,8 +36,7 @@ class SlotRows:
     """
 
     def __init__(self) -> None:
-        self._sorted = SortedCodes.of([])  # lineage id -> slot number, most of them
-        self._recent: dict[str, int] = {}  # ... the rest: numbered since `_sorted` was built
+        self._numbered = CodeTable()  # lineage id -> slot number
         self._last = np.empty(0, dtype=np.int32)  # slot number -> position of its latest row
         self._previous = np.empty(0, dtype=np.int32)  # row -> the slot's row before it, -1 for its first
         self.rows = 0  # rows taken so far (the chain's first ``rows`` entries are live)
@@ -50,7 +45,7 @@ class SlotRows:
         return isinstance(lineage_id, str) and bool(self.held([lineage_id]))
 
     def __len__(self) -> int:
-        return len(self._sorted) + len(self._recent)
+        return len(self._numbered)
 
     def held(self, lineage_ids: Iterable[str]) -> set[str]:
         """Those of *lineage_ids* with a row: one search for them all."""
@@ -59,28 +54,14 @@ class SlotRows:
 
     def _numbers(self, lineage_ids: pa.Array) -> np.ndarray:
         """The slot number of each of *lineage_ids*, -1 where it has none."""
-        out = self._sorted.find(lineage_ids)
-        recent = self._recent
-        if recent:
-            missing = np.flatnonzero(out < 0)
-            if len(missing):
-                out[missing] = [recent.get(v, -1) for v in lineage_ids.take(pa.array(missing)).to_pylist()]
-        return out
+        return self._numbered.find(lineage_ids)
 
     def _number(self, names: pa.Array) -> np.ndarray:
         """The slot number of each of *names* (distinct), numbering those without one."""
-        if not len(self):  # the first chunk (a whole table on open): numbered in its order, no lookup
-            self._sorted = SortedCodes.of(names)
-            return np.arange(len(names), dtype=np.int64)
         out = self._numbers(names)
         new = np.flatnonzero(out < 0)
         if len(new):
-            after = len(self)
-            out[new] = np.arange(after, after + len(new))
-            self._recent.update(zip(names.take(pa.array(new)).to_pylist(), range(after, after + len(new)), strict=True))
-        if len(self._recent) > max(RECENT_SLOTS, len(self._sorted) // 16):
-            # numbered in the order added, as `with_added` numbers them
-            self._sorted, self._recent = self._sorted.with_added(list(self._recent)), {}
+            out[new] = self._numbered.add(names.take(pa.array(new)))
         return out
 
     def extend(self, lineage_ids: pa.Array | pa.ChunkedArray) -> None:

@@ -4,7 +4,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_lakehouse.codes import ADDED_CODES, SortedCodes, _encoded, _fixed_width
+from memory_lakehouse.codes import ADDED_CODES, CodeTable, SortedCodes, _encoded, _fixed_width
 
 
 @given(
@@ -93,3 +93,39 @@ def test_finding_an_arrow_array_of_values_gives_the_codes_get_many_gives(held, m
     values = [*asked, *held[:3], *more[-3:]]
     expected = codes.get_many(values)
     assert codes.find(pa.array(values, pa.string())).tolist() == [expected.get(v, -1) for v in values]
+
+
+@given(
+    batches=st.lists(
+        st.one_of(
+            st.lists(st.text(max_size=12), max_size=40),
+            st.lists(st.text("0123456789abcdef", min_size=8, max_size=8), max_size=60),  # ids of one length
+        ),
+        max_size=8,
+    ),
+    asked=st.lists(st.text(max_size=14), max_size=20),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_code_table_answers_as_a_dict_of_the_same_values(batches, asked):
+    """`CodeTable` (the writer's slot index) gives each value the code a dict would, after
+    every batch added: the table grown and rehashed, values longer than any held before
+    (the held bytes widened), values of one length read from the Arrow buffers, NULs."""
+    table, as_dict = CodeTable(), {}
+    for batch in batches:
+        new = [v for v in dict.fromkeys(batch) if v not in as_dict]
+        codes = table.add(pa.array(new, pa.string()))
+        assert codes.tolist() == list(range(len(as_dict), len(as_dict) + len(new)))
+        as_dict.update((v, len(as_dict)) for v in new)
+        values = [*batch, *asked, "\x00", ""]
+        assert table.find(pa.array(values, pa.string())).tolist() == [as_dict.get(v, -1) for v in values]
+    assert len(table) == len(as_dict)
+
+
+def test_a_code_table_finds_every_one_of_many_values_after_it_grew_many_times():
+    table, everything = CodeTable(), []
+    for start in range(0, 20000, 1000):
+        batch = [f"{i:032x}" for i in range(start, start + 1000)]
+        table.add(pa.array(batch, pa.string()))
+        everything += batch
+    found = table.find(pa.array(everything + ["f" * 32], pa.string()))
+    assert found.tolist() == [*range(len(everything)), -1]

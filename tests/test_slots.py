@@ -8,15 +8,12 @@ lineage id is asked for, in ascending order, and its membership the ids with a r
 
 from __future__ import annotations
 
-from unittest import mock
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_lakehouse import slots as slots_module
 from memory_lakehouse.slots import SlotRows
 
 ids = st.sampled_from([f"fact:{i:02d}" for i in range(12)] + ["", "fact:\x00", "fäct:é"])
@@ -24,17 +21,12 @@ chunks = st.lists(st.lists(ids, min_size=0, max_size=9), max_size=7)
 
 
 @settings(max_examples=200, deadline=None)
-@given(chunks=chunks, asked=st.lists(ids, max_size=6), chunked=st.booleans(), recent=st.sampled_from([0, 2, 4096]))
-def test_positions_are_the_rows_a_scan_of_the_lineage_column_finds(chunks, asked, chunked, recent):
-    """Also when the slots numbered since the sorted codes were built are sorted in after
-    every chunk (*recent* 0), now and then (2), or never here (the default bound)."""
+@given(chunks=chunks, asked=st.lists(ids, max_size=6), chunked=st.booleans())
+def test_positions_are_the_rows_a_scan_of_the_lineage_column_finds(chunks, asked, chunked):
     slots = SlotRows()
-    with mock.patch.object(slots_module, "RECENT_SLOTS", recent):
-        for chunk in chunks:
-            column = pa.array(chunk, pa.string())
-            slots.extend(
-                pa.chunked_array([column[: len(chunk) // 2], column[len(chunk) // 2 :]]) if chunked else column
-            )
+    for chunk in chunks:
+        column = pa.array(chunk, pa.string())
+        slots.extend(pa.chunked_array([column[: len(chunk) // 2], column[len(chunk) // 2 :]]) if chunked else column)
     everything = pa.array([rid for chunk in chunks for rid in chunk], pa.string())
     scanned = pc.indices_nonzero(pc.is_in(everything, value_set=pa.array(asked, pa.string()))).to_numpy()
     assert slots.positions(asked).tolist() == scanned.tolist()
