@@ -110,7 +110,8 @@ def test_a_code_table_answers_as_a_dict_of_the_same_values(batches, asked):
     """`CodeTable` (the writer's slot index) gives each value the code a dict would, after
     every batch added: the table grown and rehashed, values longer than any held before
     (the held bytes widened), values of one length read from the Arrow buffers, NULs."""
-    table, as_dict = CodeTable(), {}
+    table = CodeTable()
+    as_dict: dict[str, int] = {}
     for batch in batches:
         new = [v for v in dict.fromkeys(batch) if v not in as_dict]
         codes = table.add(pa.array(new, pa.string()))
