@@ -130,3 +130,10 @@ def test_a_code_table_finds_every_one_of_many_values_after_it_grew_many_times():
         everything += batch
     found = table.find(pa.array(everything + ["f" * 32], pa.string()))
     assert found.tolist() == [*range(len(everything)), -1]
+
+
+def test_a_value_longer_than_every_one_in_a_code_table_is_not_found_by_its_prefix():
+    """As `SortedCodes`: ``"a\\x01b"`` encoded begins with ``"a"`` encoded, at the held width."""
+    table = CodeTable()
+    table.add(pa.array(["a", "b"], pa.string()))
+    assert table.find(pa.array(["a\x01b", "b", "a"], pa.string())).tolist() == [-1, 1, 0]
