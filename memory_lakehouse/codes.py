@@ -1,9 +1,17 @@
-"""Compact codes for many distinct strings (lineage ids): sorted fixed-width bytes, not a dict.
+"""Compact codes for many distinct strings (lineage ids): fixed-width bytes in numpy arrays, not a dict.
 
-A dict of str holds ~135 bytes an id (the str object and the table's entry); at 1M rows the
-ids of every slot cost ~120 MB that way. `SortedCodes` keeps the same map as two numpy
-arrays, 37 bytes a 32-character id, looked up by binary search. The heads' lineage codes
-(`heads.OrgHeads`) and the writer's slot index (`slots.SlotRows`) use it.
+A dict of str holds ~135-155 bytes an id (the str object, an int, the table's entry): at
+1M rows the ids of every slot cost ~130 MB that way. Here each id is kept once as its
+UTF-8 bytes and a terminator (`_fixed_width`), ~37 bytes a 32-character id. Two shapes,
+for two ways of being used:
+
+* `SortedCodes`, immutable and sorted, looked up by binary search: the heads' lineage
+  codes (`heads.OrgHeads`). A basis cell advanced by a write shares the old cell's arrays
+  and adds a few values beside them.
+* `CodeTable`, a hash table that grows in place: the writer's slot index
+  (`slots.SlotRows`), which adds and asks about a whole batch's ids at once.
+
+tests/test_codes.py checks both against a dict.
 """
 
 from __future__ import annotations
@@ -60,33 +68,6 @@ class SortedCodes:
         at = np.minimum(np.searchsorted(self.values, needles), len(self.values) - 1)
         found = (self.values[at] == needles).tolist()
         out.update((v, int(c)) for v, c, hit in zip(fits, self.codes[at].tolist(), found, strict=True) if hit)
-        return out
-
-    def find(self, values: pa.Array) -> np.ndarray:
-        """The code of each of *values* (an Arrow string array), -1 where none: `get_many`
-        without a Python step per value where the values are of one length (hashes).
-
-        The writer's slot index asks this for a batch's lineage ids: `get_many` over 1,000
-        ids cost ~1.9 ms, most of it building dicts a value at a time.
-        """
-        out = np.full(len(values), -1, dtype=np.int64)
-        if not len(values):
-            return out
-        if len(self.values):
-            needles = _fixed_width(values)
-            width = self.values.itemsize
-            if needles.itemsize > width:  # some longer than every held value (rare: ids are of one length)
-                held = self.get_many(values.to_pylist())
-                return np.fromiter((held.get(v, -1) for v in values.to_pylist()), np.int64, len(values))
-            if needles.itemsize < width:
-                needles = needles.astype(f"S{width}")
-            at = np.minimum(np.searchsorted(self.values, needles), len(self.values) - 1)
-            hit = self.values[at] == needles
-            out[hit] = self.codes[at[hit]]
-        if self.added:
-            added = self.added
-            missing = np.flatnonzero(out < 0)
-            out[missing] = [added.get(v, -1) for v in values.take(pa.array(missing)).to_pylist()]
         return out
 
     def with_added(self, more: list[str]) -> SortedCodes:

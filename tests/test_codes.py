@@ -74,28 +74,6 @@ def test_a_value_longer_than_every_held_one_is_not_found_by_its_prefix():
 
 
 @given(
-    held=st.lists(st.text(max_size=8), unique=True, max_size=30),
-    more=st.lists(st.text(max_size=10), unique=True, max_size=70),
-    asked=st.lists(st.text(max_size=10), max_size=20),
-    hashes=st.booleans(),
-)
-@settings(max_examples=200, deadline=None)
-def test_finding_an_arrow_array_of_values_gives_the_codes_get_many_gives(held, more, asked, hashes):
-    """`find` (the writer's slot index asks it for a batch's ids) answers as `get_many`, -1 for
-    a value not held: values of one length read from the buffers, values of mixed lengths,
-    longer ones than any held, values waiting beside the sorted arrays and sorted in."""
-    if hashes:  # ids of one length, as lineage ids are
-        held, more, asked = ([f"{abs(hash(v)) % 10**6:06d}" for v in vs] for vs in (held, more, asked))
-        held, more = list(dict.fromkeys(held)), [v for v in dict.fromkeys(more) if v not in set(held)]
-    else:
-        more = [v for v in more if v not in set(held)]
-    codes = SortedCodes.of(held).with_added(more)
-    values = [*asked, *held[:3], *more[-3:]]
-    expected = codes.get_many(values)
-    assert codes.find(pa.array(values, pa.string())).tolist() == [expected.get(v, -1) for v in values]
-
-
-@given(
     batches=st.lists(
         st.one_of(
             st.lists(st.text(max_size=12), max_size=40),
