@@ -1309,7 +1309,7 @@ class Lake:
     def id_positions(self, kind: str, record_ids: Iterable[str]) -> np.ndarray:
         """The positions in `all_rows` of the rows with those record ids, ascending: a scan of
         the ids (~0.7 ms at 100k rows) that needs nothing built, unlike the writer's slot
-        index (`slot_positions`), which a process that only reads has not (~120 MB at 1M)."""
+        index (`slot_positions`), which a process that only reads has not (~45 MB at 1M)."""
         wanted = pa.array(list(dict.fromkeys(record_ids)), pa.string())
         if not len(wanted):
             return np.empty(0, dtype=np.int64)
