@@ -16,7 +16,8 @@ tests/test_codes.py checks both against a dict.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,10 +155,15 @@ class CodeTable:
     def __len__(self) -> int:
         return self._count
 
-    def find(self, values: pa.Array) -> np.ndarray:
-        """The code of each of *values* (an Arrow string array), -1 where none."""
+    def find(self, values: Sequence[str] | pa.Array) -> np.ndarray:
+        """The code of each of *values* (strings, or an Arrow string array), -1 where none."""
+        if len(values) <= ONE_BY_ONE:
+            listed = values.to_pylist() if isinstance(values, pa.Array) else values
+            return np.array([self._find_one(_encoded(v)) for v in listed], dtype=np.int64)
+        if not isinstance(values, pa.Array):
+            values = pa.array(list(values), pa.string())
         out = np.full(len(values), -1, dtype=np.int64)
-        if not len(values) or not self._count:
+        if not self._count:
             return out
         needles = _fixed_width(values)
         width = self._values.itemsize
@@ -168,8 +174,7 @@ class CodeTable:
             needles = narrowed[at]
         elif needles.itemsize < width:
             needles = needles.astype(f"S{width}")
-        slots = self._probe(needles)
-        out[at] = slots
+        out[at] = self._probe(needles)
         return out
 
     def add(self, values: pa.Array) -> np.ndarray:
@@ -193,6 +198,9 @@ class CodeTable:
                 size *= 2
             self._table = np.full(size, -1, dtype=np.int32)
             self._insert(np.arange(self._count, dtype=np.int64))
+        elif m <= ONE_BY_ONE:
+            for code in codes.tolist():
+                self._insert_one(code)
         else:
             self._insert(codes)
         return codes
@@ -208,7 +216,7 @@ class CodeTable:
         h = np.zeros(len(encoded), dtype=np.uint64)
         for column in words.T:
             h ^= column
-            h *= np.uint64(0x9E3779B97F4A7C15)
+            h *= np.uint64(_MIX)
             h ^= h >> np.uint64(29)
         return (h & np.uint64(len(self._table) - 1)).astype(np.int64)
 
@@ -243,3 +251,42 @@ class CodeTable:
             placed[free] = self._table[at[free]] == codes[pending[free]]
             pending = pending[~placed]
             place[pending] = (place[pending] + 1) & mask
+
+    # One value at a time: a single write's lookups. The same hash and probing as `_places`,
+    # `_probe` and `_insert` in Python ints, without the ~30 numpy calls (~0.25 ms) a batch pays.
+
+    def _place_of(self, encoded: bytes) -> int:
+        """`_places` of one encoded value (no longer than the held width)."""
+        width = self._values.itemsize
+        h = 0
+        for (word,) in struct.iter_unpack("=Q", encoded.ljust(width + (-width % 8), b"\0")):
+            h = ((h ^ word) * _MIX) & _WORD
+            h ^= h >> 29
+        return h & (len(self._table) - 1)
+
+    def _find_one(self, encoded: bytes) -> int:
+        """`_probe` of one encoded value: its code, -1 where none."""
+        if not self._count or len(encoded) > self._values.itemsize:
+            return -1
+        table, values, mask = self._table, self._values, len(self._table) - 1
+        place = self._place_of(encoded)
+        while (code := int(table[place])) >= 0:
+            if values[code] == encoded:  # numpy's bytes drop the padding NULs; a value ends in its terminator
+                return code
+            place = (place + 1) & mask
+        return -1
+
+    def _insert_one(self, code: int) -> None:
+        """`_insert` of one code."""
+        table, mask = self._table, len(self._table) - 1
+        place = self._place_of(bytes(self._values[code]))
+        while table[place] >= 0:
+            place = (place + 1) & mask
+        table[place] = code
+
+
+#: Up to this many values, `CodeTable` looks up and adds one at a time in Python (a single
+#: write's one id: ~0.25 ms of numpy calls vectorised, ~10 µs this way).
+ONE_BY_ONE = 16
+_MIX = 0x9E3779B97F4A7C15
+_WORD = (1 << 64) - 1

@@ -19,7 +19,7 @@ table's random reads miss the cache more).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -49,10 +49,10 @@ class SlotRows:
 
     def held(self, lineage_ids: Iterable[str]) -> set[str]:
         """Those of *lineage_ids* with a row: one search for them all."""
-        asked = pa.array(list(set(lineage_ids)), pa.string())
-        return {v for v, n in zip(asked.to_pylist(), self._numbers(asked).tolist(), strict=True) if n >= 0}
+        asked = list(set(lineage_ids))
+        return {v for v, n in zip(asked, self._numbers(asked).tolist(), strict=True) if n >= 0}
 
-    def _numbers(self, lineage_ids: pa.Array) -> np.ndarray:
+    def _numbers(self, lineage_ids: Sequence[str] | pa.Array) -> np.ndarray:
         """The slot number of each of *lineage_ids*, -1 where it has none."""
         return self._numbered.find(lineage_ids)
 
@@ -106,7 +106,7 @@ class SlotRows:
         """The positions of every row of those slots, ascending (ids without rows add none)."""
         out: list[int] = []
         previous = self._previous
-        numbers = self._numbers(pa.array(list(set(lineage_ids)), pa.string()))
+        numbers = self._numbers(list(set(lineage_ids)))
         for slot in numbers[numbers >= 0].tolist():
             at = int(self._last[slot])
             while at >= 0:

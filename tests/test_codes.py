@@ -1,9 +1,12 @@
-"""`SortedCodes` (lineage ids as sorted fixed-width bytes) answers as a dict of the same values would."""
+"""`SortedCodes` and `CodeTable` (lineage ids as fixed-width bytes) answer as a dict of the same values would."""
+
+from unittest import mock
 
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory_lakehouse import codes as codes_module
 from memory_lakehouse.codes import ADDED_CODES, CodeTable, SortedCodes, _encoded, _fixed_width
 
 
@@ -82,21 +85,26 @@ def test_a_value_longer_than_every_held_one_is_not_found_by_its_prefix():
         max_size=8,
     ),
     asked=st.lists(st.text(max_size=14), max_size=20),
+    one_by_one=st.sampled_from([0, 5, 10**6]),
 )
-@settings(max_examples=200, deadline=None)
-def test_a_code_table_answers_as_a_dict_of_the_same_values(batches, asked):
+@settings(max_examples=300, deadline=None)
+def test_a_code_table_answers_as_a_dict_of_the_same_values(batches, asked, one_by_one):
     """`CodeTable` (the writer's slot index) gives each value the code a dict would, after
     every batch added: the table grown and rehashed, values longer than any held before
-    (the held bytes widened), values of one length read from the Arrow buffers, NULs."""
+    (the held bytes widened), values of one length read from the Arrow buffers, NULs; looked
+    up and added in numpy, one at a time in Python, or either by size (`ONE_BY_ONE`)."""
     table = CodeTable()
     as_dict: dict[str, int] = {}
-    for batch in batches:
-        new = [v for v in dict.fromkeys(batch) if v not in as_dict]
-        codes = table.add(pa.array(new, pa.string()))
-        assert codes.tolist() == list(range(len(as_dict), len(as_dict) + len(new)))
-        as_dict.update((v, len(as_dict)) for v in new)
-        values = [*batch, *asked, "\x00", ""]
-        assert table.find(pa.array(values, pa.string())).tolist() == [as_dict.get(v, -1) for v in values]
+    with mock.patch.object(codes_module, "ONE_BY_ONE", one_by_one):
+        for batch in batches:
+            new = [v for v in dict.fromkeys(batch) if v not in as_dict]
+            codes = table.add(pa.array(new, pa.string()))
+            assert codes.tolist() == list(range(len(as_dict), len(as_dict) + len(new)))
+            as_dict.update((v, len(as_dict)) for v in new)
+            values = [*batch, *asked, "\x00", ""]
+            expected = [as_dict.get(v, -1) for v in values]
+            assert table.find(pa.array(values, pa.string())).tolist() == expected
+            assert table.find(values).tolist() == expected
     assert len(table) == len(as_dict)
 
 
