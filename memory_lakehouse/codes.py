@@ -177,13 +177,34 @@ class CodeTable:
         out[at] = self._probe(needles)
         return out
 
-    def add(self, values: pa.Array) -> np.ndarray:
+    def number(self, values: Sequence[str] | pa.Array) -> np.ndarray:
+        """The code of each of *values* (distinct), adding those not held (`add`)."""
+        if len(values) <= ONE_BY_ONE:
+            listed = values.to_pylist() if isinstance(values, pa.Array) else list(values)
+            found = [self._find_one(_encoded(v)) for v in listed]
+            unheld = [v for v, code in zip(listed, found, strict=True) if code < 0]
+            if unheld:
+                fresh = iter(self.add(unheld).tolist())
+                found = [code if code >= 0 else next(fresh) for code in found]
+            return np.array(found, dtype=np.int64)
+        if not isinstance(values, pa.Array):
+            values = pa.array(list(values), pa.string())
+        out = self.find(values)
+        new = np.flatnonzero(out < 0)
+        if len(new):
+            out[new] = self.add(values.take(pa.array(new)))
+        return out
+
+    def add(self, values: Sequence[str] | pa.Array) -> np.ndarray:
         """Codes ``len(self)``, ``len(self) + 1``, ... for *values* (distinct, none held yet)."""
         m = len(values)
         codes = np.arange(self._count, self._count + m, dtype=np.int64)
         if not m:
             return codes
-        encoded = _fixed_width(values)
+        if isinstance(values, pa.Array):
+            encoded = _fixed_width(values)
+        else:
+            encoded = np.array([_encoded(v) for v in values], dtype=bytes)
         width = max(self._values.itemsize, encoded.itemsize)
         rehash = width != self._values.itemsize  # a value's hash is of its bytes at the held width
         if rehash or self._count + m > len(self._values):

@@ -58,11 +58,7 @@ class SlotRows:
 
     def _number(self, names: pa.Array) -> np.ndarray:
         """The slot number of each of *names* (distinct), numbering those without one."""
-        out = self._numbers(names)
-        new = np.flatnonzero(out < 0)
-        if len(new):
-            out[new] = self._numbered.add(names.take(pa.array(new)))
-        return out
+        return self._numbered.number(names)
 
     def extend(self, lineage_ids: pa.Array | pa.ChunkedArray) -> None:
         """Take the next ``len(lineage_ids)`` rows, positions ``rows``, ``rows + 1``, ...

@@ -123,3 +123,24 @@ def test_a_value_longer_than_every_one_in_a_code_table_is_not_found_by_its_prefi
     table = CodeTable()
     table.add(pa.array(["a", "b"], pa.string()))
     assert table.find(pa.array(["a\x01b", "b", "a"], pa.string())).tolist() == [-1, 1, 0]
+
+
+@given(
+    batches=st.lists(st.lists(st.text(max_size=10), max_size=40), max_size=8),
+    one_by_one=st.sampled_from([0, 5, 10**6]),
+    arrow=st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_numbering_a_batch_gives_held_values_their_codes_and_new_ones_the_next(batches, one_by_one, arrow):
+    """`CodeTable.number` (a chunk's lineage ids, `slots.SlotRows.extend`) answers as a dict
+    that adds each value it has not seen, in the batch's order."""
+    table = CodeTable()
+    as_dict: dict[str, int] = {}
+    with mock.patch.object(codes_module, "ONE_BY_ONE", one_by_one):
+        for batch in batches:
+            distinct = list(dict.fromkeys(batch))
+            got = table.number(pa.array(distinct, pa.string()) if arrow else distinct)
+            for v in distinct:
+                as_dict.setdefault(v, len(as_dict))
+            assert got.tolist() == [as_dict[v] for v in distinct]
+    assert len(table) == len(as_dict)
