@@ -133,7 +133,7 @@ def _fixed_width(values: pa.Array) -> np.ndarray:
 
 
 class CodeTable:
-    """Codes of distinct strings in a hash table of numpy arrays: `SortedCodes`' bytes, a dict's speed.
+    """Codes of distinct strings in a hash table of numpy arrays: `SortedCodes`' bytes, found without a search.
 
     For a map that grows by whole batches and is asked about whole batches (the writer's
     slot index, `slots.SlotRows`): a batch's values are hashed, looked up and added with a

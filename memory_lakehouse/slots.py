@@ -19,7 +19,7 @@ table's random reads miss the cache more).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -50,15 +50,7 @@ class SlotRows:
     def held(self, lineage_ids: Iterable[str]) -> set[str]:
         """Those of *lineage_ids* with a row: one search for them all."""
         asked = list(set(lineage_ids))
-        return {v for v, n in zip(asked, self._numbers(asked).tolist(), strict=True) if n >= 0}
-
-    def _numbers(self, lineage_ids: Sequence[str] | pa.Array) -> np.ndarray:
-        """The slot number of each of *lineage_ids*, -1 where it has none."""
-        return self._numbered.find(lineage_ids)
-
-    def _number(self, names: pa.Array) -> np.ndarray:
-        """The slot number of each of *names* (distinct), numbering those without one."""
-        return self._numbered.number(names)
+        return {v for v, n in zip(asked, self._numbered.find(asked).tolist(), strict=True) if n >= 0}
 
     def extend(self, lineage_ids: pa.Array | pa.ChunkedArray) -> None:
         """Take the next ``len(lineage_ids)`` rows, positions ``rows``, ``rows + 1``, ...
@@ -84,7 +76,7 @@ class SlotRows:
         # each lineage's first and last row here, in code order: every code of the dictionary occurs
         firsts = order[np.concatenate(([True], ~same))]
         lasts = order[np.concatenate((~same, [True]))] + start
-        slots = self._number(encoded.dictionary)
+        slots = self._numbered.number(encoded.dictionary)
         if len(self) > len(self._last):  # doubling, as the chain below
             grown = np.full(max(len(self), 2 * len(self._last)), -1, dtype=np.int32)
             grown[: len(self._last)] = self._last
@@ -102,7 +94,7 @@ class SlotRows:
         """The positions of every row of those slots, ascending (ids without rows add none)."""
         out: list[int] = []
         previous = self._previous
-        numbers = self._numbers(list(set(lineage_ids)))
+        numbers = self._numbered.find(list(set(lineage_ids)))
         for slot in numbers[numbers >= 0].tolist():
             at = int(self._last[slot])
             while at >= 0:
