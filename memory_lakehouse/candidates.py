@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +40,17 @@ def indexable_mask(rows: pa.Table, org: str) -> pa.ChunkedArray:
         pc.and_(pc.equal(rows.column("org"), org), pc.equal(rows.column("status"), "active")),
         pc.is_valid(rows.column("known_since")),
     )
+
+
+class IdCodes(Protocol):
+    """Record id -> code (a partition's labels, `index.Partition`; a BM25 model's documents,
+    `codes.CodeTable`), asked about many ids at once."""
+
+    def __len__(self) -> int: ...
+
+    def find(self, values: Sequence[str] | pa.Array) -> np.ndarray:
+        """The code of each of *values*, -1 where none."""
+        ...
 
 
 @dataclass
@@ -82,9 +94,9 @@ class OrgRows:
         lake: Lake,
         appended: Callable[[str, int, tuple[int, pa.Table]], pa.Table],
         partition: object | None,
-        labels_of: Mapping[str, int],
+        labels_of: IdCodes,
         bm25: object | None,
-        docs_of: Mapping[str, int],
+        docs_of: IdCodes,
     ) -> None:
         """Bring the map in step with the snapshots, *partition* (its id -> label map is
         *labels_of*) and the BM25 model *bm25* (*docs_of*: id -> document).
@@ -109,24 +121,24 @@ class OrgRows:
             if snapshot.num_rows > rows.seen:
                 tail = appended(kind, rows.seen, (epoch, snapshot))
                 picked = tail.column("_row").to_numpy()
-                ids = tail.column("record_id").to_pylist()
+                ids = tail.column("record_id").combine_chunks()
                 rows.positions = np.concatenate([rows.positions, picked.astype(np.int64)])
-                rows.labels = np.concatenate([rows.labels, _lookup(labels_of, ids)])
-                rows.docs = np.concatenate([rows.docs, _lookup(docs_of, ids)])
+                rows.labels = np.concatenate([rows.labels, labels_of.find(ids)])
+                rows.docs = np.concatenate([rows.docs, docs_of.find(ids)])
                 rows.seen = snapshot.num_rows
                 if touched is not None:
                     touched.setdefault(code, []).append(np.arange(held, len(rows.positions)))
-            older = _ids_at(snapshot, rows.positions[:held]) if remap_labels or remap_docs else []
+            older = _ids_at(snapshot, rows.positions[:held]) if remap_labels or remap_docs else _NO_IDS
             if remap_labels:
-                rows.labels = np.concatenate([_lookup(labels_of, older), rows.labels[held:]])
+                rows.labels = np.concatenate([labels_of.find(older), rows.labels[held:]])
             elif grown:
                 missing = np.flatnonzero(rows.labels < 0)
                 if len(missing):
-                    rows.labels[missing] = _lookup(labels_of, _ids_at(snapshot, rows.positions[missing]))
+                    rows.labels[missing] = labels_of.find(_ids_at(snapshot, rows.positions[missing]))
                     if touched is not None:
                         touched.setdefault(code, []).append(missing)
             if remap_docs:
-                rows.docs = np.concatenate([_lookup(docs_of, older), rows.docs[held:]])
+                rows.docs = np.concatenate([docs_of.find(older), rows.docs[held:]])
         self._partition, self._partition_size, self._bm25 = partition, len(labels_of), bm25
         if touched is None:
             self.by_label = self._reverse(len(labels_of), "labels")
@@ -232,14 +244,11 @@ class Candidates(Mapping[str, tuple[str, int]]):
         return self._size
 
 
-def _ids_at(snapshot: pa.Table, positions: np.ndarray) -> list[str]:
+_NO_IDS = pa.array([], pa.string())
+
+
+def _ids_at(snapshot: pa.Table, positions: np.ndarray) -> pa.Array:
     """Record ids of the snapshot's rows at *positions*."""
     if not len(positions):
-        return []
-    column: list[str] = take_rows(snapshot.select(["record_id"]), positions).column(0).to_pylist()
-    return column
-
-
-def _lookup(table: Mapping[str, int], ids: Sequence[str]) -> np.ndarray:
-    get = table.get
-    return np.fromiter((get(rid, -1) for rid in ids), dtype=np.int64, count=len(ids))
+        return _NO_IDS
+    return take_rows(snapshot.select(["record_id"]), positions).column(0).combine_chunks()

@@ -9,7 +9,9 @@ for two ways of being used:
   codes (`heads.OrgHeads`). A basis cell advanced by a write shares the old cell's arrays
   and adds a few values beside them.
 * `CodeTable`, a hash table that grows in place: the writer's slot index
-  (`slots.SlotRows`), which adds and asks about a whole batch's ids at once.
+  (`slots.SlotRows`), which adds and asks about a whole batch's ids at once, and the
+  record ids of an org's index partition (`index.Partition`, code = label) and BM25
+  model (`retrieve`, code = document), which also give a code's value back.
 
 tests/test_codes.py checks both against a dict.
 """
@@ -152,8 +154,26 @@ class CodeTable:
         self._count = 0
         self._table = np.full(16, -1, dtype=np.int32)
 
+    @classmethod
+    def of(cls, values: Sequence[str] | pa.Array) -> CodeTable:
+        """A table holding *values* (distinct) as codes 0..n-1, in their order."""
+        table = cls()
+        table.add(values)
+        return table
+
     def __len__(self) -> int:
         return self._count
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, str) and self._find_one(_encoded(value)) >= 0
+
+    def values_at(self, codes: np.ndarray | Sequence[int]) -> list[str]:
+        """The values of *codes* (each one held), in their order."""
+        at = np.asarray(codes, dtype=np.int64)
+        if len(at) and (at.min() < 0 or at.max() >= self._count):
+            raise IndexError(f"codes must be in [0, {self._count}), got {at.min()}..{at.max()}")
+        # numpy's fixed-width bytes drop the padding NULs; each value ends in its terminator
+        return [value[:-1].decode() for value in self._values[at].tolist()]
 
     def find(self, values: Sequence[str] | pa.Array) -> np.ndarray:
         """The code of each of *values* (strings, or an Arrow string array), -1 where none."""
@@ -203,6 +223,8 @@ class CodeTable:
             return codes
         if isinstance(values, pa.Array):
             encoded = _fixed_width(values)
+        elif m > ONE_BY_ONE:  # read from Arrow buffers (`_fixed_width`), not encoded one by one
+            encoded = _fixed_width(pa.array(list(values), pa.string()))
         else:
             encoded = np.array([_encoded(v) for v in values], dtype=bytes)
         width = max(self._values.itemsize, encoded.itemsize)

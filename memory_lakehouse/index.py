@@ -24,7 +24,6 @@ vectors and allowed sets.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import mmap
 import os
@@ -35,15 +34,17 @@ import threading
 import uuid
 import weakref
 import zlib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import hnswlib
 import numpy as np
+import pyarrow as pa
 import simsimd
 
+from .codes import CodeTable
 from .errors import ConflictError, StoreError, ValidationError
 from .mapped import map_npy, release_pages
 
@@ -297,8 +298,9 @@ class Partition:
         self._graph_crc = graph_crc  # the CRC-32 graph_file must have, until checked (`_graph_file_intact`)
         self._graph_count = len(ids) if index is None else 0
         self._pending_threads = 2  # threads for adding rows to the graph once it is read back
-        self._ids = ids
-        self._labels = {rid: i for i, rid in enumerate(ids)}
+        # label <-> record id, a label being its id's code: at 1M rows a list of the ids and a
+        # dict back held ~135 MB over the orgs, this ~45 (`codes.CodeTable`)
+        self._ids = CodeTable.of(ids)
         # capacity rows each, the first len(ids) live; or read-only maps of the saved rows
         self._vectors = _Rows(vectors)  # float32 unit vectors
         self._codes = _Rows(codes)  # int8 codes of them (`_quantize_into`)
@@ -355,20 +357,24 @@ class Partition:
         return len(self._ids)
 
     def __contains__(self, record_id: object) -> bool:
-        return record_id in self._labels
-
-    def shared(self, record_ids: Sequence[str]) -> list[str]:
-        """*record_ids*, each one this partition holds replaced by the partition's own str
-        object: a structure keyed by the same ids (an org's BM25 model) then holds no copy
-        of them (~85 bytes an id: 8.4 MB on the 100k tenants store, by tracemalloc)."""
         with self._lock:
-            get, ids = self._labels.get, self._ids
-            return [rid if (label := get(rid)) is None else ids[label] for rid in record_ids]
+            return record_id in self._ids
 
-    @property
-    def labels(self) -> Mapping[str, int]:
-        """Record id -> label: a row's place in the partition (what a `search` mask is over)."""
-        return self._labels
+    def find(self, record_ids: Sequence[str] | pa.Array) -> np.ndarray:
+        """The label of each of *record_ids* (a row's place in the partition, what a `search`
+        mask is over), -1 where the partition does not hold it."""
+        with self._lock:
+            return self._ids.find(record_ids)
+
+    def ids_at(self, labels: np.ndarray | Sequence[int]) -> list[str]:
+        """The record ids of *labels* (each one held), in their order."""
+        with self._lock:
+            return self._ids.values_at(labels)
+
+    def record_ids(self) -> list[str]:
+        """Every record id the partition holds, in label order."""
+        with self._lock:
+            return self._ids.values_at(np.arange(len(self._ids)))
 
     def __repr__(self) -> str:
         return f"Partition(dim={self.dim}, count={len(self)}, capacity={self.capacity})"
@@ -393,9 +399,9 @@ class Partition:
         with self._lock:
             fresh: list[int] = []
             seen: set[str] = set()
-            for i, rid in enumerate(record_ids):
-                if rid not in self._labels and rid not in seen:
-                    seen.add(rid)
+            for i in np.flatnonzero(self._ids.find(record_ids) < 0).tolist():
+                if record_ids[i] not in seen:
+                    seen.add(record_ids[i])
                     fresh.append(i)
             if not fresh:
                 return
@@ -411,10 +417,7 @@ class Partition:
                 self._index.add_items(block, labels, num_threads=max(1, num_threads))
             else:  # the graph takes them when it is read back (`_graph`)
                 self._pending_threads = min(self._pending_threads, max(1, num_threads))
-            for label, i in zip(range(start, start + count), fresh, strict=True):
-                rid = record_ids[i]
-                self._ids.append(rid)
-                self._labels[rid] = label
+            self._ids.add([record_ids[i] for i in fresh])  # codes start.. : their labels
 
     def _reserve(self, needed: int) -> None:
         # Doubling keeps adds amortised O(1); the unused room is address space, not RSS
@@ -465,14 +468,15 @@ class Partition:
     def mask(self, allowed: Collection[str]) -> np.ndarray:
         """*allowed* as a boolean mask over labels, to pass to `search` many times.
 
-        Mapping ids to labels is the cost of a big allowed set (~60 ns an id in cache,
-        ~300 ns out of it: 50k ids ≈ 15 ms), so a caller whose visible set has not
-        changed can compute it once. Records added after the mask was made count as
+        Mapping ids to labels is the cost of a big allowed set (50k ids ≈ 30 ms; 17 ms
+        when the labels were a dict of str, which held ~135 bytes an id), so a caller whose
+        visible set has not changed can compute it once (recall builds its masks from
+        labels, `candidates.OrgRows`, and never maps ids here). Records added after the mask was made count as
         not allowed.
         """
         with self._lock:
             out = np.zeros(len(self._ids), dtype=bool)
-            labels = np.fromiter(map(self._labels.get, allowed, itertools.repeat(-1)), dtype=np.int64)
+            labels = self._ids.find(list(allowed))
             out[labels[labels >= 0]] = True
             return out
 
@@ -486,7 +490,22 @@ class Partition:
         plan: Plan = "auto",
         trace: Trace | None = None,
     ) -> list[tuple[str, float]]:
-        """The k nearest records by cosine similarity, best first, as ``(record_id, score)``.
+        """`search_labels`, each row named by its record id: ``(record_id, score)``, best first."""
+        hits = self.search_labels(query, k, allowed=allowed, ef=ef, plan=plan, trace=trace)
+        ids = self.ids_at([label for label, _ in hits])
+        return [(rid, score) for rid, (_, score) in zip(ids, hits, strict=True)]
+
+    def search_labels(
+        self,
+        query: np.ndarray,
+        k: int,
+        *,
+        allowed: Collection[str] | np.ndarray | None = None,
+        ef: int | None = None,
+        plan: Plan = "auto",
+        trace: Trace | None = None,
+    ) -> list[tuple[int, float]]:
+        """The k nearest rows by cosine similarity, best first, as ``(label, score)``.
 
         With *allowed*, only those ids can be returned and the filter is applied inside
         the graph walk (a pre-filter), so the result has ``min(k, |allowed ∩ self|)``
@@ -552,9 +571,7 @@ class Partition:
                 except RuntimeError:  # hnswlib: fewer than k reachable within ef
                     ef *= 4
                     continue
-                return [
-                    (self._ids[int(label)], float(1.0 - d)) for label, d in zip(labels_[0], distances[0], strict=True)
-                ]
+                return [(int(label), float(1.0 - d)) for label, d in zip(labels_[0], distances[0], strict=True)]
             say(f"hnsw found fewer than {k}: exact scan over {count} {what}")
             return self._exact(q, mask, scan, k, count)
 
@@ -566,7 +583,7 @@ class Partition:
 
     def _exact(
         self, q: np.ndarray, mask: np.ndarray | None, scan: _Scan | None, k: int, count: int
-    ) -> list[tuple[str, float]]:
+    ) -> list[tuple[int, float]]:
         """The top k of the *count* allowed rows by float32 cosine.
 
         Over more than `CODES_FROM`, the rows are ranked by their int8 codes first and
@@ -582,8 +599,8 @@ class Partition:
             scores = _dot(self._vectors.gather(labels), q)
         _keep_pages_of(self._vectors)
         if labels is None:
-            return [(self._ids[i], float(scores[i])) for i in _top_k(scores, k)]
-        return [(self._ids[int(labels[i])], float(scores[i])) for i in _top_k(scores, k)]
+            return [(int(i), float(scores[i])) for i in _top_k(scores, k)]
+        return [(int(labels[i]), float(scores[i])) for i in _top_k(scores, k)]
 
     def _read(
         self,
@@ -650,12 +667,14 @@ class Partition:
         A rebuild from the store re-uses them instead of re-embedding rows it kept.
         """
         with self._lock:
-            missing = [rid for rid in record_ids if rid not in self._labels]
-            if missing:
+            labels = self._ids.find(record_ids)
+            missing = np.flatnonzero(labels < 0)
+            if len(missing):
                 raise ValidationError(
-                    f"{len(missing)} id(s) not in the partition, e.g. {missing[0]!r}", field="record_ids"
+                    f"{len(missing)} id(s) not in the partition, e.g. {record_ids[int(missing[0])]!r}",
+                    field="record_ids",
                 )
-            rows = self._vectors.gather(np.array([self._labels[rid] for rid in record_ids], dtype=np.int64))
+            rows = self._vectors.gather(labels)
             _keep_pages_of(self._vectors)  # as a scan does (`_exact`)
             return rows
 
@@ -667,8 +686,9 @@ class Partition:
         """
         drop = set(record_ids)
         with self._lock:  # copy out what survives; the slow build runs without the lock
-            keep = [i for i, rid in enumerate(self._ids) if rid not in drop]
-            kept_ids = [self._ids[i] for i in keep]
+            ids = self._ids.values_at(np.arange(len(self._ids)))
+            keep = [i for i, rid in enumerate(ids) if rid not in drop]
+            kept_ids = [ids[i] for i in keep]
             kept_vectors = self._vectors.gather(np.array(keep, dtype=np.int64))
         fresh = Partition.create(
             self.dim,
@@ -711,7 +731,7 @@ class Partition:
                 copies = self._copies()
                 for name, rows in copies.items():
                     np.save(tmp / name, rows.slice(0, n), allow_pickle=False)
-                (tmp / "ids.json").write_text(json.dumps(self._ids), encoding="utf-8")
+                (tmp / "ids.json").write_text(json.dumps(self._ids.values_at(np.arange(n))), encoding="utf-8")
                 if map_vectors:  # mapped before the rename: the map follows the file, not the path
                     mapped = [
                         map_npy(tmp / name, (n, *rows.data.shape[1:]), rows.data.dtype.str)

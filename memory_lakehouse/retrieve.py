@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 
 from .background import Worker
 from .candidates import Candidates, OrgRows, indexable_mask
+from .codes import CodeTable
 from .context import Context, ContextItem
 from .conversation import UNINDEXED_KINDS
 from .errors import ValidationError
@@ -135,8 +136,7 @@ class _OrgState:
     unsaved: int = 0
     versions: dict[str, int] | None = None  # lake versions the partition has caught up to
     bm25: Bm25 | None = None
-    bm25_ids: dict[str, int] | None = None  # record_id -> position in the BM25 corpus
-    bm25_rids: list[str] | None = None  # position in the BM25 corpus -> record_id
+    bm25_ids: CodeTable | None = None  # record_id <-> its document (position in the BM25 corpus)
     bm25_versions: dict[str, int] | None = None
     episode_sizes: Counter[Any] | None = None  # episode key -> rows the org held at the BM25 build (groups of 2+)
     largest_episode: int = 0
@@ -525,20 +525,18 @@ class Retriever:
                     state.known_rows[kind] = 0
             for kind, rows in self._org_rows(org, ["record_id"], state.count_cursor):
                 state.known_rows[kind] = state.known_rows.get(kind, 0) + rows.num_rows
-            built = len(state.bm25_ids or {})
+            built = len(state.bm25_ids) if state.bm25_ids is not None else 0
             stale = sum(state.known_rows.values()) - built > BM25_STALE_SHARE * max(1, built)
         if stale:
-            ids: list[str] = []
+            ids: list[pa.Array] = []
             texts: list[str] = []
             state.count_cursor = {}
             state.known_rows = {}
             for kind, rows in self._org_rows(org, ["record_id", "search_text"], state.count_cursor):
                 state.known_rows[kind] = rows.num_rows
-                ids += rows.column("record_id").to_pylist()
+                ids += rows.column("record_id").cast(pa.string()).chunks
                 texts += rows.column("search_text").to_pylist()
             state.bm25 = Bm25(texts)
-            if state.partition is not None:
-                ids = state.partition.shared(ids)  # one str object per id for the partition and the model
             # groups of one row are left out (`_episodes` counts a key it lacks as one): in an org of
             # facts most rows are one, and their keys held ~190 bytes a row (~19 MB on the 100k
             # tenants store, by tracemalloc)
@@ -550,11 +548,11 @@ class Retriever:
                     sizes.update(shared)  # a key names its kind: no two kinds share one
                     largest = max(largest, most)
             state.episode_sizes, state.largest_episode = sizes, largest
-            state.bm25_ids = {rid: i for i, rid in enumerate(ids)}
-            state.bm25_rids = ids
+            # as a dict of the ids and a list back they held ~100 bytes a row (~50 MB at 1M)
+            state.bm25_ids = CodeTable.of(pa.chunked_array(ids, pa.string()).combine_chunks())
             state.bm25_versions = current
             state.recent.clear()  # the model holds them now
-            self.trace(f"bm25 {org}: built over {len(ids)} row(s)")
+            self.trace(f"bm25 {org}: built over {len(texts)} row(s)")
         return state
 
     # ------------------------------------------------------------------ recall
@@ -638,9 +636,9 @@ class Retriever:
             self.lake,
             lambda kind, start, snapshot: self._appended(org, kind, start, ("_row", "record_id"), snapshot),
             part,
-            part.labels if part is not None else {},
+            part if part is not None else CodeTable(),
             bstate.bm25,
-            bstate.bm25_ids or {},
+            bstate.bm25_ids if bstate.bm25_ids is not None else CodeTable(),
         )
         return state.rows
 
@@ -677,11 +675,12 @@ class Retriever:
             if (labels < 0).any():  # visible but not indexed (e.g. an index another process is still building)
                 outside += candidates.ids(kind, candidates.positions[kind][labels < 0])
         in_index = int(np.count_nonzero(mask))
-        vec_hits = part.search(qvec, min(depth, in_index), allowed=mask, trace=self.trace) if in_index else []
+        found = part.search_labels(qvec, min(depth, in_index), allowed=mask, trace=self.trace) if in_index else []
         kind_of, position_of = located.rows.by_label
-        for rid, _ in vec_hits:
-            label = part.labels[rid]
+        vec_hits = []
+        for rid, (label, score) in zip(part.ids_at([label for label, _ in found]), found, strict=True):
             candidates.place(rid, located.rows.kinds[kind_of[label]], int(position_of[label]))
+            vec_hits.append((rid, score))
         if outside:
             texts = self._texts(outside, candidates)
             vec_hits += exact_search(qvec, self.embedder.embed(texts), outside, min(depth, len(outside)))
@@ -697,7 +696,7 @@ class Retriever:
         lists: dict[str, list[tuple[str, float]]] = {}
         bstate = located.bm25
         assert bstate is not None and bstate.bm25 is not None
-        assert bstate.bm25_ids is not None and bstate.bm25_rids is not None
+        assert bstate.bm25_ids is not None
         visible = np.zeros(bstate.bm25.size, dtype=bool)
         newer: list[str] = []
         for kind, (_, docs) in located.where.items():
@@ -708,10 +707,11 @@ class Retriever:
         best = best_of(scores, visible, depth)
         kind_of, position_of = located.rows.by_doc
         hits: list[tuple[str, float]] = []
-        for i in best.tolist():
-            rid = bstate.bm25_rids[i]
+        docs_of: dict[str, int] = {}  # the pool's rows' documents: the hits' here, the others' by position
+        for rid, i in zip(bstate.bm25_ids.values_at(best), best.tolist(), strict=True):
             candidates.place(rid, located.rows.kinds[kind_of[i]], int(position_of[i]))
             hits.append((rid, float(scores[i])))
+            docs_of[rid] = i
         lists["bm25"] = hits
         newer_coverage: dict[str, float] = {}
         if newer:  # scored under the org model's statistics (`Bm25.scores_of`), not a model of their own
@@ -721,10 +721,17 @@ class Retriever:
                 ((rid, float(s)) for rid, s in zip(newer, fresh, strict=True) if s > 0), key=lambda p: -p[1]
             )[:depth]
             newer_coverage = dict(zip(newer, bstate.bm25.coverage_of(query, texts).tolist(), strict=True))
-        model, ids = bstate.bm25, bstate.bm25_ids
+        model = bstate.bm25
 
         def coverage(rids: Sequence[str]) -> dict[str, float]:
-            docs = {rid: doc for rid in rids if (doc := ids.get(rid)) is not None}
+            docs = {rid: doc for rid in rids if (doc := docs_of.get(rid)) is not None}
+            by_kind: dict[str, list[tuple[str, int]]] = {}
+            for rid in rids:  # the rows BM25 did not rank: documents of their (kind, position)
+                if rid not in docs and rid not in newer_coverage and (placed := candidates.get(rid)) is not None:
+                    by_kind.setdefault(placed[0], []).append((rid, placed[1]))
+            for kind, rows in by_kind.items():
+                _, found = located.rows.locate(kind, np.array([position for _, position in rows], dtype=np.int64))
+                docs.update((rid, doc) for (rid, _), doc in zip(rows, found.tolist(), strict=True) if doc >= 0)
             at = np.fromiter(docs.values(), np.int64, len(docs))
             covered = dict(zip(docs, model.coverage_at(query, at).tolist(), strict=True))
             return {rid: covered[rid] if rid in covered else newer_coverage.get(rid, 0.0) for rid in rids}

@@ -278,8 +278,10 @@ def _assert_org_rows_agree(store: ml.MemoryStore, org: str) -> None:
     state = store.retriever._orgs.get(org)
     if state is None or state.rows is None:
         return
-    rows, part, docs_of = state.rows, state.partition, state.bm25_ids or {}
-    labels_of = part.labels if part is not None else {}
+    rows, part, model_ids = state.rows, state.partition, state.bm25_ids
+    # each row's label and document read back from the code order (not looked up as the map does)
+    labels_of = {rid: i for i, rid in enumerate(part.record_ids())} if part is not None else {}
+    docs_of = {rid: i for i, rid in enumerate(model_ids.values_at(range(len(model_ids))))} if model_ids else {}
     for code, kind in enumerate(rows.kinds):
         snapshot = store.lake.all_rows(kind)
         positions = np.flatnonzero(indexable_mask(snapshot, org).to_numpy(zero_copy_only=False))
@@ -406,7 +408,7 @@ def test_vector_recall_after_batches_caught_up_into_the_partition_scores_each_ro
             part = story.store.retriever._orgs[org].partition
             assert part is not None
             held = _indexable(story.store, org)
-            assert sorted(held) == sorted(part.labels), (step, org)  # every row, the newest included
+            assert sorted(held) == sorted(part.record_ids()), (step, org)  # every row, the newest included
             ids = list(held)
             vectors = _unit(part.vectors_of(ids))
             assert np.allclose(vectors, _unit(EMBEDDER.embed([held[r] for r in ids])), atol=1e-5), (step, org)

@@ -3,6 +3,7 @@
 from unittest import mock
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,26 +87,41 @@ def test_a_value_longer_than_every_held_one_is_not_found_by_its_prefix():
     ),
     asked=st.lists(st.text(max_size=14), max_size=20),
     one_by_one=st.sampled_from([0, 5, 10**6]),
+    arrow=st.lists(st.booleans(), min_size=8, max_size=8),
 )
 @settings(max_examples=300, deadline=None)
-def test_a_code_table_answers_as_a_dict_of_the_same_values(batches, asked, one_by_one):
-    """`CodeTable` (the writer's slot index) gives each value the code a dict would, after
-    every batch added: the table grown and rehashed, values longer than any held before
-    (the held bytes widened), values of one length read from the Arrow buffers, NULs; looked
-    up and added in numpy, one at a time in Python, or either by size (`ONE_BY_ONE`)."""
+def test_a_code_table_answers_as_a_dict_of_the_same_values(batches, asked, one_by_one, arrow):
+    """`CodeTable` (the writer's slot index; a partition's labels, a BM25 model's documents)
+    gives each value the code a dict would, and each code its value back, after every batch
+    added: the table grown and rehashed, values longer than any held before (the held bytes
+    widened), values of one length read from the Arrow buffers, NULs; added as an Arrow
+    array or a list; looked up and added in numpy, one at a time in Python, or either by
+    size (`ONE_BY_ONE`)."""
     table = CodeTable()
     as_dict: dict[str, int] = {}
     with mock.patch.object(codes_module, "ONE_BY_ONE", one_by_one):
-        for batch in batches:
+        for batch, as_arrow in zip(batches, arrow, strict=False):
             new = [v for v in dict.fromkeys(batch) if v not in as_dict]
-            codes = table.add(pa.array(new, pa.string()))
+            codes = table.add(pa.array(new, pa.string()) if as_arrow else new)
             assert codes.tolist() == list(range(len(as_dict), len(as_dict) + len(new)))
             as_dict.update((v, len(as_dict)) for v in new)
             values = [*batch, *asked, "\x00", ""]
             expected = [as_dict.get(v, -1) for v in values]
             assert table.find(pa.array(values, pa.string())).tolist() == expected
             assert table.find(values).tolist() == expected
+            assert [v in table for v in values] == [v in as_dict for v in values]
+            assert table.values_at(range(len(table))) == list(as_dict)
     assert len(table) == len(as_dict)
+    assert CodeTable.of(list(as_dict)).find(list(as_dict)).tolist() == list(range(len(as_dict)))
+
+
+def test_a_code_table_refuses_a_code_it_does_not_hold():
+    """A code past the held ones (or -1, "not found") is an error, not numpy's wrap-around to the last value."""
+    table = CodeTable.of(["a", "b"])
+    assert table.values_at([1, 0]) == ["b", "a"] and table.values_at([]) == []
+    for wrong in ([2], [-1], [0, 5]):
+        with pytest.raises(IndexError):
+            table.values_at(wrong)
 
 
 def test_a_code_table_finds_every_one_of_many_values_after_it_grew_many_times():

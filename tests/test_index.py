@@ -185,6 +185,36 @@ def test_adding_an_existing_id_is_a_no_op():
     assert len(part) == 51 and "new" in part
 
 
+@given(
+    batches=st.lists(
+        st.lists(st.sampled_from([f"r{i}" for i in range(40)] + ["ü-ï", "long-" * 9]), max_size=30), max_size=6
+    )
+)
+@settings(max_examples=40, deadline=None)
+def test_labels_and_record_ids_name_each_other_after_adds_a_save_and_a_rebuild(tmp_path_factory, batches):
+    """A partition keeps its ids as codes (`codes.CodeTable`, a label being its id's code):
+    whatever batches were added (ids held, repeated, new), each id is found at the label it
+    was added at, and read back there; so after a save and load, and in a partition rebuilt
+    without some ids (labels given afresh, in order)."""
+    part, order = Partition.create(DIM, capacity=4), list[str]()
+    for batch in batches:
+        part.add(batch, unit(len(batch), seed=len(order)), num_threads=1)
+        order += [rid for rid in dict.fromkeys(batch) if rid not in order]
+    assert len(part) == len(order) and part.record_ids() == order
+    assert part.find([*order, "r-none"]).tolist() == [*range(len(order)), -1]
+    assert part.ids_at(list(range(len(order)))[::-1]) == order[::-1]
+    assert [rid in part for rid in order] == [True] * len(order) and "r-none" not in part
+    if order:
+        directory = tmp_path_factory.mktemp("p") / "part"
+        part.save(directory, IndexTag("m", DIM, {}, len(part)))
+        loaded = Partition.load(directory)
+        assert loaded is not None and loaded[0].record_ids() == order
+        assert loaded[0].find(order[::-1]).tolist() == list(range(len(order)))[::-1]
+    kept = order[1::2]
+    rebuilt = part.rebuilt_without(order[::2], num_threads=1)
+    assert rebuilt.record_ids() == kept and rebuilt.find(kept).tolist() == list(range(len(kept)))
+
+
 def test_capacity_grows_as_vectors_arrive():
     part = Partition.create(DIM, capacity=4)
     vecs = unit(300, seed=12)

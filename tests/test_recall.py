@@ -153,6 +153,33 @@ def test_rows_written_since_the_bm25_model_are_scored_on_their_own_search_text(h
     assert [kept[rid] for rid in written] == retriever._texts(written, candidates)  # from the snapshot
 
 
+def test_the_lexical_coverage_of_a_visible_row_is_its_own_documents_whether_bm25_ranked_it_or_not(hstore):
+    """Fusion weighs each pool row's lexical coverage (`_bm25_lists`): a row BM25 ranked by the
+    document it ranked, any other through its (kind, position) in the org's map. Either way it
+    is the model's coverage of that row's own document."""
+    words = {"seats": 3, "region": 5, "renewal": 7, "invoice": 4}  # each in one row of so many: IDF above 0
+    records = [
+        fact(f"customer:c{i}", "plan", " ".join(["plan", str(i), *(w for w, m in words.items() if i % m == 0)]), day(1))
+        for i in range(32)
+    ]
+    hstore.write_many(records, by=STEWARD)
+    query = "plan seats region renewal"
+    assert hstore.recall(query, by=MEMBER, k=3)  # builds the partition and the BM25 model
+    retriever = hstore.retriever
+    candidates = retriever._visible(MEMBER, hstore._basis(), kinds=["fact"], subject=None, filters=None)
+    located = retriever._locate("acme", candidates, vector=True, bm25=True)
+    lists, coverage = retriever._bm25_lists("acme", query, located, candidates, 3)
+    ranked = {rid for rid, _ in lists["bm25"]}
+    visible = list(candidates)
+    assert len(ranked) == 3 and len(visible) == 32
+    assert located.bm25 is not None and located.bm25.bm25 is not None and located.bm25.bm25_ids is not None
+    model, ids = located.bm25.bm25, located.bm25.bm25_ids
+    docs = {rid: doc for doc, rid in enumerate(ids.values_at(range(len(ids))))}  # read back, not looked up
+    expected = model.coverage_at(query, np.array([docs[rid] for rid in visible]))
+    assert coverage(visible) == pytest.approx(dict(zip(visible, expected.tolist(), strict=True)))
+    assert len(set(expected.tolist())) >= 6  # rows tell apart: a row given another's document is seen
+
+
 def test_a_purge_by_another_handle_leaves_no_kept_text_of_the_purged_row(tmp_path, clock):
     """Texts kept for rows newer than the BM25 model go with the org's partition: a purge made
     elsewhere drops them with it, and recall no longer finds the row."""
@@ -461,7 +488,7 @@ def test_a_rebuilt_partition_lays_an_orgs_rows_out_in_scope_order_so_a_reader_re
     before = {h.record_id: round(h.score, 5) for h in hstore.recall(q, by=MEMBER, k=30)}  # ties: order may vary
     hstore.rebuild_index()
     part = partition(hstore)
-    order = sorted(part.labels, key=part.labels.__getitem__)
+    order = part.record_ids()
     path = {rid: scope.path for rid, scope in zip(ids, scopes, strict=True)}
     wanted = [str(s.path) for s in (ORG, SUPPORT, TIER1, BOB, TIER2, ALICE)]
     assert [str(path[rid]) for rid in order] == [p for p in wanted for _ in range(20)]
@@ -619,21 +646,24 @@ def _assert_org_rows_agree(store: ml.MemoryStore, org: str = "acme") -> None:
     from memory_lakehouse.candidates import indexable_mask
 
     state = store.retriever._orgs[org]
-    rows, part = state.rows, state.partition
-    assert rows is not None and part is not None and state.bm25_ids is not None
+    rows, part, model_ids = state.rows, state.partition, state.bm25_ids
+    assert rows is not None and part is not None and model_ids is not None
+    # each row's label and document read back from the code order (not looked up as the map does)
+    labels_of = {rid: i for i, rid in enumerate(part.record_ids())}
+    docs_of = {rid: i for i, rid in enumerate(model_ids.values_at(range(len(model_ids))))}
     for code, kind in enumerate(rows.kinds):
         snapshot = store.lake.all_rows(kind)
         mask = indexable_mask(snapshot, org).to_numpy(zero_copy_only=False)
         positions = np.flatnonzero(mask)
         ids = snapshot.column("record_id").to_pylist()
         labels, docs = rows.locate(kind, positions)
-        assert labels.tolist() == [part.labels.get(ids[p], -1) for p in positions]
-        assert docs.tolist() == [state.bm25_ids.get(ids[p], -1) for p in positions]
+        assert labels.tolist() == [labels_of.get(ids[p], -1) for p in positions]
+        assert docs.tolist() == [docs_of.get(ids[p], -1) for p in positions]
         for by, targets in ((rows.by_label, labels), (rows.by_doc, docs)):
             held = targets >= 0
             assert (by[0][targets[held]] == code).all() and (by[1][targets[held]] == positions[held]).all()
     # the reverse maps, kept up entry by entry after appends, are the ones built whole
-    assert len(rows.by_label[0]) == len(part) and len(rows.by_doc[0]) == len(state.bm25_ids)
+    assert len(rows.by_label[0]) == len(part) and len(rows.by_doc[0]) == len(model_ids)
     for name, by in (("labels", rows.by_label), ("docs", rows.by_doc)):
         whole = rows._reverse(len(by[0]), name)
         assert np.array_equal(by[0], whole[0]) and np.array_equal(by[1], whole[1]), name
@@ -771,18 +801,18 @@ def _sessions(store: ml.MemoryStore, rids: list[str]) -> list[str]:
     return [where[rid] for rid in rids]
 
 
-def test_an_orgs_bm25_model_holds_the_partitions_own_id_objects(hstore):
-    """The org's BM25 model and its index partition name the same rows: the model keeps the
-    partition's str objects for their ids rather than a copy of each (~85 bytes an id)."""
+def test_an_orgs_bm25_documents_and_partition_labels_name_the_same_rows_both_ways(hstore):
+    """The org's BM25 model and its index partition hold their ids as codes (`codes.CodeTable`):
+    each id found is the id read back at its document or label."""
     seed(hstore, 20)
     assert hstore.recall("plan seats", by=MEMBER, k=3)  # builds the partition, then the BM25 model
     state = hstore.retriever._orgs["acme"]
-    part = state.partition
-    assert part is not None and state.bm25_rids
-    held = [rid for rid in state.bm25_rids if rid in part]
-    assert len(held) == len(state.bm25_rids) == 20
-    by_label = {label: rid for rid, label in part.labels.items()}
-    assert all(rid is by_label[part.labels[rid]] for rid in state.bm25_rids)
+    part, model_ids = state.partition, state.bm25_ids
+    assert part is not None and model_ids is not None
+    ids = model_ids.values_at(range(len(model_ids)))
+    assert len(ids) == len(set(ids)) == 20 and sorted(ids) == sorted(part.record_ids())
+    assert model_ids.find(ids).tolist() == list(range(20))
+    assert part.ids_at(part.find(ids)) == ids
 
 
 @settings(max_examples=60, deadline=None)
