@@ -181,16 +181,54 @@ class OrgRows:
             position_of[targets[held]] = rows.positions[at][held]
         return kind_of, position_of
 
+    def view(self) -> RowsView:
+        """The map as it stands: what one recall reads, while a write's catch-up in another
+        thread may move this one on (a new BM25 model numbers its documents afresh)."""
+        return RowsView(
+            self.kinds,
+            {kind: (rows.positions, rows.labels, rows.docs) for kind, rows in self._rows.items()},
+            self.by_label,
+            self.by_doc,
+        )
+
     def locate(self, kind: str, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Partition labels and BM25 documents of *kind*'s rows at *positions* (-1 where not held)."""
-        rows = self._rows.get(kind)
-        if rows is None or not len(rows.positions) or not len(positions):
+        return self.view().locate(kind, positions)
+
+
+@dataclass(frozen=True)
+class RowsView:
+    """`OrgRows` at one moment (`OrgRows.view`)."""
+
+    kinds: tuple[str, ...]
+    rows: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # kind -> positions, labels, documents
+    by_label: tuple[np.ndarray, np.ndarray]  # label -> (kind code, position)
+    by_doc: tuple[np.ndarray, np.ndarray]  # document -> (kind code, position)
+
+    def locate(self, kind: str, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Partition labels and BM25 documents of *kind*'s rows at *positions* (-1 where not held)."""
+        held, labels, docs = self.rows.get(kind, (_NONE, _NONE, _NONE))
+        if not len(held) or not len(positions):
             missing = np.full(len(positions), -1, dtype=np.int64)
             return missing, missing.copy()
-        at = np.searchsorted(rows.positions, positions)
-        at = np.minimum(at, len(rows.positions) - 1)
-        found = rows.positions[at] == positions
-        return np.where(found, rows.labels[at], -1), np.where(found, rows.docs[at], -1)
+        at = np.searchsorted(held, positions)
+        at = np.minimum(at, len(held) - 1)
+        found = held[at] == positions
+        return np.where(found, labels[at], -1), np.where(found, docs[at], -1)
+
+    def locate_each(self, placed: Sequence[tuple[str, int] | None]) -> tuple[np.ndarray, np.ndarray]:
+        """`locate` of rows given one by one as (kind, position) (None: not visible), in their
+        order: a recall's pool, whose rows came from several lists and kinds."""
+        labels = np.full(len(placed), -1, dtype=np.int64)
+        docs = labels.copy()
+        by_kind: dict[str, list[int]] = {}
+        for i, where in enumerate(placed):
+            if where is not None:
+                by_kind.setdefault(where[0], []).append(i)
+        for kind, at in by_kind.items():
+            positions = np.array([placed[i][1] for i in at], dtype=np.int64)  # type: ignore[index]
+            labels[at], docs[at] = self.locate(kind, positions)
+        return labels, docs
 
 
 class Candidates(Mapping[str, tuple[str, int]]):
@@ -229,6 +267,16 @@ class Candidates(Mapping[str, tuple[str, int]]):
                     every[rid] = (kind, pos)
             self._all = every
         return self._all
+
+    def where(self, record_ids: Sequence[str]) -> list[tuple[str, int] | None]:
+        """(kind, position) of each of *record_ids*, None where not visible: a recall's pool,
+        whose rows are placed, without a lookup through the mapping's methods for each."""
+        placed = self._placed
+        out = [placed.get(rid) for rid in record_ids]
+        if any(w is None for w in out):
+            every = self._every()
+            out = [every.get(rid) if w is None else w for rid, w in zip(record_ids, out, strict=True)]
+        return out
 
     def __getitem__(self, record_id: str) -> tuple[str, int]:
         placed = self._placed.get(record_id)

@@ -674,6 +674,14 @@ class Partition:
                     f"{len(missing)} id(s) not in the partition, e.g. {record_ids[int(missing[0])]!r}",
                     field="record_ids",
                 )
+            return self.vectors_at(labels)
+
+    def vectors_at(self, labels: np.ndarray) -> np.ndarray:
+        """The stored unit vectors of the rows at *labels* (each one held), in that order."""
+        labels = np.asarray(labels, dtype=np.int64)
+        with self._lock:
+            if len(labels) and (labels.min() < 0 or labels.max() >= len(self._ids)):
+                raise ValidationError(f"labels must be in [0, {len(self._ids)})", field="labels")
             rows = self._vectors.gather(labels)
             _keep_pages_of(self._vectors)  # as a scan does (`_exact`)
             return rows

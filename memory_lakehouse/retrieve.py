@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .background import Worker
-from .candidates import Candidates, OrgRows, indexable_mask
+from .candidates import Candidates, OrgRows, RowsView, indexable_mask
 from .codes import CodeTable
 from .context import Context, ContextItem
 from .conversation import UNINDEXED_KINDS
@@ -155,11 +155,17 @@ class _OrgState:
 
 @dataclass(frozen=True)
 class _Located:
-    """Where one recall's visible rows sit: per kind, their partition labels and BM25 documents."""
+    """Where one recall's visible rows sit: per kind, their partition labels and BM25 documents.
 
-    rows: OrgRows
+    Taken together under the retriever's lock, and kept for the recall: a write's catch-up or
+    another recall in another thread may build the org a new BM25 model meanwhile, whose
+    documents are numbered afresh."""
+
+    rows: RowsView
     partition: Partition | None
     bm25: _OrgState | None
+    model: Bm25 | None  # the BM25 model the documents are of
+    model_ids: CodeTable | None  # its documents' record ids
     where: dict[str, tuple[np.ndarray, np.ndarray]]
 
 
@@ -339,8 +345,8 @@ class Retriever:
         held = 0
         for kind in INDEXED_KINDS:
             rows = self.lake.all_rows(kind)
-            ids = rows.filter(pc.equal(rows.column("org"), org)).column("record_id").to_pylist()
-            held += sum(rid in part for rid in ids)
+            ids = rows.filter(pc.equal(rows.column("org"), org)).column("record_id").combine_chunks()
+            held += int(np.count_nonzero(part.find(ids) >= 0))
         if held < len(part):
             self.trace(f"index {org}: the cached partition holds {len(part) - held} row(s) erased since; rebuilding")
             return True
@@ -387,14 +393,10 @@ class Retriever:
             return state
         with self._lock:
             part = state.partition or Partition.create(int(self.embedder.dim))
-            new_ids: list[str] = []
-            new_texts: list[str] = []
-            for rid, text in zip(
-                *_in_scope_order(self._org_rows(org, _LAYOUT_COLUMNS, state.index_cursor)), strict=True
-            ):
-                if rid not in part:
-                    new_ids.append(rid)
-                    new_texts.append(text)
+            ids, texts = _in_scope_order(self._org_rows(org, _LAYOUT_COLUMNS, state.index_cursor))
+            fresh = np.flatnonzero(part.find(ids) < 0).tolist()
+            new_ids = [ids[i] for i in fresh]
+            new_texts = [texts[i] for i in fresh]
             if new_ids:
                 started = time.perf_counter()
                 self._embed_into(part, new_ids, new_texts, org=org, catch_up=state.partition is not None)
@@ -489,7 +491,8 @@ class Retriever:
         derived from the same row by the same model. The others are embedded. Returns how
         many vectors were reused.
         """
-        held = [reuse is not None and rid in reuse and rid not in drop for rid in ids]
+        in_reuse = [False] * len(ids) if reuse is None else (reuse.find(ids) >= 0).tolist()
+        held = [was and rid not in drop for rid, was in zip(ids, in_reuse, strict=True)]
         verb = "catching up index" if catch_up else "indexing"
         label = f"{verb} {org} ({self.embedder.name})" if org else f"{verb} ({self.embedder.name})"
         with Progress(label, total=len(ids) - sum(held)) as progress:
@@ -536,7 +539,7 @@ class Retriever:
                 state.known_rows[kind] = rows.num_rows
                 ids += rows.column("record_id").cast(pa.string()).chunks
                 texts += rows.column("search_text").to_pylist()
-            state.bm25 = Bm25(texts)
+            model = Bm25(texts)
             # groups of one row are left out (`_episodes` counts a key it lacks as one): in an org of
             # facts most rows are one, and their keys held ~190 bytes a row (~19 MB on the 100k
             # tenants store, by tracemalloc)
@@ -547,11 +550,13 @@ class Retriever:
                     shared, most = episode_groups(kind, rows)
                     sizes.update(shared)  # a key names its kind: no two kinds share one
                     largest = max(largest, most)
-            state.episode_sizes, state.largest_episode = sizes, largest
             # as a dict of the ids and a list back they held ~100 bytes a row (~50 MB at 1M)
-            state.bm25_ids = CodeTable.of(pa.chunked_array(ids, pa.string()).combine_chunks())
-            state.bm25_versions = current
-            state.recent.clear()  # the model holds them now
+            model_ids = CodeTable.of(pa.chunked_array(ids, pa.string()).combine_chunks())
+            with self._lock:  # the model and its ids together, as a recall takes them (`_locate`)
+                state.bm25, state.bm25_ids = model, model_ids
+                state.episode_sizes, state.largest_episode = sizes, largest
+                state.bm25_versions = current
+                state.recent.clear()  # the model holds them now
             self.trace(f"bm25 {org}: built over {len(texts)} row(s)")
         return state
 
@@ -609,7 +614,7 @@ class Retriever:
             lists.update(lexical)
         self.trace("ranked lists: " + ", ".join(f"{name}={len(items)}" for name, items in lists.items()))
         if "vector" in lists and coverage is not None:
-            return self._fuse(org, query, lists, candidates, k, coverage, ranking)
+            return self._fuse(org, query, lists, candidates, located, k, coverage, ranking)
         return self._rank(lists, candidates, k)
 
     def _locate(self, org: str, candidates: Candidates, *, vector: bool, bm25: bool) -> _Located:
@@ -624,8 +629,9 @@ class Retriever:
         bstate = self._bm25(org) if bm25 else self._state(org)
         with self._lock:
             rows = self._rows_caught_up(org, part, bstate)
-            where = {kind: rows.locate(kind, positions) for kind, positions in candidates.positions.items()}
-            return _Located(rows, part, bstate, where)
+            view = rows.view()
+            where = {kind: view.locate(kind, positions) for kind, positions in candidates.positions.items()}
+            return _Located(view, part, bstate, bstate.bm25, bstate.bm25_ids, where)
 
     def _rows_caught_up(self, org: str, part: Partition | None, bstate: _OrgState) -> OrgRows:
         """The org's position map (`candidates.OrgRows`) in step with the snapshots, *part* and *bstate*'s model."""
@@ -694,47 +700,40 @@ class Retriever:
         lexical coverage of the query (weighed by the org model's IDF) of the visible rows
         asked for: the pool's, computed for them alone (`Bm25.coverage_at`)."""
         lists: dict[str, list[tuple[str, float]]] = {}
-        bstate = located.bm25
-        assert bstate is not None and bstate.bm25 is not None
-        assert bstate.bm25_ids is not None
-        visible = np.zeros(bstate.bm25.size, dtype=bool)
+        bstate, model, model_ids = located.bm25, located.model, located.model_ids
+        assert bstate is not None and model is not None and model_ids is not None
+        visible = np.zeros(model.size, dtype=bool)
         newer: list[str] = []
         for kind, (_, docs) in located.where.items():
             visible[docs[docs >= 0]] = True
             if (docs < 0).any():  # visible rows written since the org's model was built
                 newer += candidates.ids(kind, candidates.positions[kind][docs < 0])
-        scores = bstate.bm25.scores(query)
+        scores = model.scores(query)
         best = best_of(scores, visible, depth)
         kind_of, position_of = located.rows.by_doc
         hits: list[tuple[str, float]] = []
-        docs_of: dict[str, int] = {}  # the pool's rows' documents: the hits' here, the others' by position
-        for rid, i in zip(bstate.bm25_ids.values_at(best), best.tolist(), strict=True):
+        for rid, i in zip(model_ids.values_at(best), best.tolist(), strict=True):
             candidates.place(rid, located.rows.kinds[kind_of[i]], int(position_of[i]))
             hits.append((rid, float(scores[i])))
-            docs_of[rid] = i
         lists["bm25"] = hits
         newer_coverage: dict[str, float] = {}
         if newer:  # scored under the org model's statistics (`Bm25.scores_of`), not a model of their own
             texts = self._texts(newer, candidates, known=bstate.recent)
-            fresh = bstate.bm25.scores_of(query, texts)
+            fresh = model.scores_of(query, texts)
             lists["bm25-new"] = sorted(
                 ((rid, float(s)) for rid, s in zip(newer, fresh, strict=True) if s > 0), key=lambda p: -p[1]
             )[:depth]
-            newer_coverage = dict(zip(newer, bstate.bm25.coverage_of(query, texts).tolist(), strict=True))
-        model = bstate.bm25
+            newer_coverage = dict(zip(newer, model.coverage_of(query, texts).tolist(), strict=True))
 
         def coverage(rids: Sequence[str]) -> dict[str, float]:
-            docs = {rid: doc for rid in rids if (doc := docs_of.get(rid)) is not None}
-            by_kind: dict[str, list[tuple[str, int]]] = {}
-            for rid in rids:  # the rows BM25 did not rank: documents of their (kind, position)
-                if rid not in docs and rid not in newer_coverage and (placed := candidates.get(rid)) is not None:
-                    by_kind.setdefault(placed[0], []).append((rid, placed[1]))
-            for kind, rows in by_kind.items():
-                _, found = located.rows.locate(kind, np.array([position for _, position in rows], dtype=np.int64))
-                docs.update((rid, doc) for (rid, _), doc in zip(rows, found.tolist(), strict=True) if doc >= 0)
-            at = np.fromiter(docs.values(), np.int64, len(docs))
-            covered = dict(zip(docs, model.coverage_at(query, at).tolist(), strict=True))
-            return {rid: covered[rid] if rid in covered else newer_coverage.get(rid, 0.0) for rid in rids}
+            # each row's document through its (kind, position): the pool's rows are placed
+            _, docs = located.rows.locate_each(candidates.where(rids))
+            held = docs >= 0
+            covered = iter(model.coverage_at(query, docs[held]).tolist())
+            return {
+                rid: next(covered) if in_model else newer_coverage.get(rid, 0.0)
+                for rid, in_model in zip(rids, held.tolist(), strict=True)
+            }
 
         return lists, coverage
 
@@ -806,7 +805,8 @@ class Retriever:
         org: str,
         query: str,
         lists: Mapping[str, list[tuple[str, float]]],
-        candidates: Mapping[str, tuple[str, int]],
+        candidates: Candidates,
+        located: _Located,
         k: int,
         coverage: Callable[[Sequence[str]], dict[str, float]],
         ranking: Ranking,
@@ -829,7 +829,7 @@ class Retriever:
         cosine = {rid: score for rid, score in lists["vector"]}
         missing = [rid for rid in why if rid not in cosine]
         if missing:
-            cosine.update(self._cosines(org, query, missing, candidates))
+            cosine.update(self._cosines(query, missing, candidates, located))
         ids = list(why)
         covered = coverage(ids)
         episodes = self._episodes(org, ids, candidates, ranking.episode_rows)
@@ -948,18 +948,23 @@ class Retriever:
             )
         return out
 
-    def _cosines(
-        self, org: str, query: str, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]
-    ) -> dict[str, float]:
-        """Exact cosine of the query with each of a few visible rows."""
-        part = self.sync(org).partition
+    def _cosines(self, query: str, rids: Sequence[str], candidates: Candidates, located: _Located) -> dict[str, float]:
+        """Exact cosine of the query with each of a few visible rows: from the partition's
+        vectors where it holds the row (found through the row's (kind, position)), embedded
+        where not."""
+        part = located.partition
         q = np.asarray(self.embed_query(query), dtype=np.float32)
         q = q / (float(np.linalg.norm(q)) or 1.0)
-        inside = [rid for rid in rids if part is not None and rid in part]
-        outside = [rid for rid in rids if part is None or rid not in part]
+        labels = located.rows.locate_each(candidates.where(rids))[0] if part is not None else None
+        held = [False] * len(rids) if labels is None else (labels >= 0).tolist()
+        inside = [rid for rid, h in zip(rids, held, strict=True) if h]
+        outside = [rid for rid, h in zip(rids, held, strict=True) if not h]
         out: dict[str, float] = {}
         for ids, vectors in (
-            (inside, part.vectors_of(inside) if inside and part is not None else None),
+            (
+                inside,
+                part.vectors_at(labels[labels >= 0]) if inside and part is not None and labels is not None else None,
+            ),
             (outside, self.embedder.embed(self._texts(outside, candidates)) if outside else None),
         ):
             if vectors is None:

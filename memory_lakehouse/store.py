@@ -882,14 +882,13 @@ class MemoryStore:
         part = self.retriever.index.partition(org)
         if part is None:
             return False
-        if any(rid in part for rid in self.vis.forgotten.record_ids):
+        if bool((part.find(list(self.vis.forgotten.record_ids)) >= 0).any()):
             return True
         held = 0
         for kind in SPECS:
             rows = self.lake.all_rows(kind)
-            held += sum(
-                rid in part for rid in rows.filter(pc.equal(rows.column("org"), org)).column("record_id").to_pylist()
-            )
+            ids = rows.filter(pc.equal(rows.column("org"), org)).column("record_id").combine_chunks()
+            held += int((part.find(ids) >= 0).sum())
         return held < len(part)
 
     def audit(

@@ -180,6 +180,50 @@ def test_the_lexical_coverage_of_a_visible_row_is_its_own_documents_whether_bm25
     assert len(set(expected.tolist())) >= 6  # rows tell apart: a row given another's document is seen
 
 
+def test_a_recall_ranks_by_the_bm25_model_it_located_its_rows_in_though_the_org_gets_a_new_one(hstore):
+    """A recall takes the org's BM25 model, its ids and the position map together (`_Located`):
+    a new model built meanwhile (by a write's catch-up or a recall in another thread) numbers
+    its documents afresh, here every episode's moved by the facts written before them, and
+    the recall keeps ranking by the model its visible rows were located in."""
+    hstore.write_many([fact(f"customer:c{i}", "plan", f"plan {i} seats", day(1)) for i in range(6)], by=STEWARD)
+    hstore.write_many(
+        [episode("billing", f"outage {i} invoices stuck", "fixed", day(1, i)) for i in range(6)], by=STEWARD
+    )
+    query = "outage invoices"
+    assert hstore.recall(query, by=MEMBER, k=3)  # builds the partition and the BM25 model
+    retriever = hstore.retriever
+
+    def bm25_hits(located):
+        candidates = retriever._visible(MEMBER, hstore._basis(), kinds=["fact", "episode"], subject=None, filters=None)
+        lists, _ = retriever._bm25_lists("acme", query, located, candidates, 20)
+        return lists["bm25"]
+
+    candidates = retriever._visible(MEMBER, hstore._basis(), kinds=["fact", "episode"], subject=None, filters=None)
+    located = retriever._locate("acme", candidates, vector=False, bm25=True)
+    before = bm25_hits(located)
+    assert len(before) == 6
+    hstore.write_many([fact(f"customer:n{i}", "plan", f"plan {i} renewal", day(2)) for i in range(8)], by=STEWARD)
+    state = retriever._orgs["acme"]
+    state.bm25 = None  # the next look builds a new model: the episodes' documents move by 8
+    retriever._bm25("acme")
+    assert state.bm25 is not located.model and len(state.bm25_ids or ()) == 20
+    assert bm25_hits(located) == before
+
+
+def test_candidates_say_where_each_visible_row_is_placed_or_not_and_none_for_others(hstore):
+    """`Candidates.where`: a row ranking placed, one it did not (read from the snapshot), and
+    an id no visible row has."""
+    ids = seed(hstore, 8)
+    candidates = hstore.retriever._visible(MEMBER, hstore._basis(), kinds=["fact"], subject=None, filters=None)
+    rows = hstore.lake.all_rows("fact").column("record_id").to_pylist()
+    candidates.place(ids[0], "fact", rows.index(ids[0]))
+    assert candidates.where([ids[0], ids[5], "fact_none"]) == [
+        ("fact", rows.index(ids[0])),
+        ("fact", rows.index(ids[5])),
+        None,
+    ]
+
+
 def test_a_purge_by_another_handle_leaves_no_kept_text_of_the_purged_row(tmp_path, clock):
     """Texts kept for rows newer than the BM25 model go with the org's partition: a purge made
     elsewhere drops them with it, and recall no longer finds the row."""
