@@ -601,7 +601,7 @@ class Retriever:
         # the partition does not hold yet (sync adds them first: read-your-writes)
         if "vector" in ranking.signals:
             lists["vector"] = self._vector_list(org, query, located, candidates, depth)
-        coverage: Callable[[Sequence[str]], dict[str, float]] | None = None
+        coverage: Callable[[Sequence[str], np.ndarray], dict[str, float]] | None = None
         if "bm25" in ranking.signals:
             # where the org holds episodes, BM25 is read deeper: an episode's other turns reach the pool
             lex_depth = depth
@@ -695,10 +695,11 @@ class Retriever:
 
     def _bm25_lists(
         self, org: str, query: str, located: _Located, candidates: Candidates, depth: int
-    ) -> tuple[dict[str, list[tuple[str, float]]], Callable[[Sequence[str]], dict[str, float]]]:
+    ) -> tuple[dict[str, list[tuple[str, float]]], Callable[[Sequence[str], np.ndarray], dict[str, float]]]:
         """BM25 over the org, masked to the visible rows (newer rows ranked apart), and the
         lexical coverage of the query (weighed by the org model's IDF) of the visible rows
-        asked for: the pool's, computed for them alone (`Bm25.coverage_at`)."""
+        asked for, given with their documents (-1: not in the model): the pool's, computed for
+        them alone (`Bm25.coverage_at`)."""
         lists: dict[str, list[tuple[str, float]]] = {}
         bstate, model, model_ids = located.bm25, located.model, located.model_ids
         assert bstate is not None and model is not None and model_ids is not None
@@ -725,9 +726,7 @@ class Retriever:
             )[:depth]
             newer_coverage = dict(zip(newer, model.coverage_of(query, texts).tolist(), strict=True))
 
-        def coverage(rids: Sequence[str]) -> dict[str, float]:
-            # each row's document through its (kind, position): the pool's rows are placed
-            _, docs = located.rows.locate_each(candidates.where(rids))
+        def coverage(rids: Sequence[str], docs: np.ndarray) -> dict[str, float]:
             held = docs >= 0
             covered = iter(model.coverage_at(query, docs[held]).tolist())
             return {
@@ -808,7 +807,7 @@ class Retriever:
         candidates: Candidates,
         located: _Located,
         k: int,
-        coverage: Callable[[Sequence[str]], dict[str, float]],
+        coverage: Callable[[Sequence[str], np.ndarray], dict[str, float]],
         ranking: Ranking,
     ) -> list[Hit]:
         """Both signals: every row either list ranked, scored by `ranking.fuse`, then `ranking.with_context`.
@@ -826,12 +825,15 @@ class Retriever:
                 ranks[signal].setdefault(rid, rank)
                 if signal == "bm25":
                     bm25.setdefault(rid, score)
-        cosine = {rid: score for rid, score in lists["vector"]}
-        missing = [rid for rid in why if rid not in cosine]
-        if missing:
-            cosine.update(self._cosines(query, missing, candidates, located))
         ids = list(why)
-        covered = coverage(ids)
+        # the pool's partition labels and BM25 documents, through each row's (kind, position)
+        labels, docs = located.rows.locate_each(candidates.where(ids))
+        cosine = {rid: score for rid, score in lists["vector"]}
+        missing = [i for i, rid in enumerate(ids) if rid not in cosine]
+        if missing:
+            at = np.array(missing, dtype=np.int64)
+            cosine.update(self._cosines(query, [ids[i] for i in missing], labels[at], candidates, located.partition))
+        covered = coverage(ids, docs)
         episodes = self._episodes(org, ids, candidates, ranking.episode_rows)
         fused = fuse(ranking, ids, cosine, covered, bm25, ranks, {rid: e is not None for rid, e in episodes.items()})
         for rid in ids:
@@ -948,23 +950,19 @@ class Retriever:
             )
         return out
 
-    def _cosines(self, query: str, rids: Sequence[str], candidates: Candidates, located: _Located) -> dict[str, float]:
-        """Exact cosine of the query with each of a few visible rows: from the partition's
-        vectors where it holds the row (found through the row's (kind, position)), embedded
-        where not."""
-        part = located.partition
+    def _cosines(
+        self, query: str, rids: Sequence[str], labels: np.ndarray, candidates: Candidates, part: Partition | None
+    ) -> dict[str, float]:
+        """Exact cosine of the query with each of a few visible rows: from *part*'s vectors
+        where it holds the row (at its label, -1: not held), embedded where not."""
         q = np.asarray(self.embed_query(query), dtype=np.float32)
         q = q / (float(np.linalg.norm(q)) or 1.0)
-        labels = located.rows.locate_each(candidates.where(rids))[0] if part is not None else None
-        held = [False] * len(rids) if labels is None else (labels >= 0).tolist()
+        held = [False] * len(rids) if part is None else (labels >= 0).tolist()
         inside = [rid for rid, h in zip(rids, held, strict=True) if h]
         outside = [rid for rid, h in zip(rids, held, strict=True) if not h]
         out: dict[str, float] = {}
         for ids, vectors in (
-            (
-                inside,
-                part.vectors_at(labels[labels >= 0]) if inside and part is not None and labels is not None else None,
-            ),
+            (inside, part.vectors_at(labels[labels >= 0]) if inside and part is not None else None),
             (outside, self.embedder.embed(self._texts(outside, candidates)) if outside else None),
         ):
             if vectors is None:

@@ -172,12 +172,22 @@ def test_the_lexical_coverage_of_a_visible_row_is_its_own_documents_whether_bm25
     ranked = {rid for rid, _ in lists["bm25"]}
     visible = list(candidates)
     assert len(ranked) == 3 and len(visible) == 32
-    assert located.bm25 is not None and located.bm25.bm25 is not None and located.bm25.bm25_ids is not None
-    model, ids = located.bm25.bm25, located.bm25.bm25_ids
+    assert located.model is not None and located.model_ids is not None and located.partition is not None
+    model, ids = located.model, located.model_ids
     docs = {rid: doc for doc, rid in enumerate(ids.values_at(range(len(ids))))}  # read back, not looked up
     expected = model.coverage_at(query, np.array([docs[rid] for rid in visible]))
-    assert coverage(visible) == pytest.approx(dict(zip(visible, expected.tolist(), strict=True)))
+    labels, found = located.rows.locate_each(candidates.where(visible))  # as `_fuse` finds the pool's
+    assert coverage(visible, found) == pytest.approx(dict(zip(visible, expected.tolist(), strict=True)))
     assert len(set(expected.tolist())) >= 6  # rows tell apart: a row given another's document is seen
+    # the exact cosines of rows only BM25 reached: the partition's vectors at the labels found
+    q = retriever.embed_query(query)
+    texts = retriever._texts(visible, candidates)
+    exact = {
+        rid: float(v @ q / np.linalg.norm(v) / np.linalg.norm(q))
+        for rid, v in zip(visible, retriever.embedder.embed(texts), strict=True)
+    }
+    got = retriever._cosines(query, visible, labels, candidates, located.partition)
+    assert got == pytest.approx(exact, abs=1e-5) and (labels >= 0).all()
 
 
 def test_a_recall_ranks_by_the_bm25_model_it_located_its_rows_in_though_the_org_gets_a_new_one(hstore):
@@ -208,6 +218,54 @@ def test_a_recall_ranks_by_the_bm25_model_it_located_its_rows_in_though_the_org_
     retriever._bm25("acme")
     assert state.bm25 is not located.model and len(state.bm25_ids or ()) == 20
     assert bm25_hits(located) == before
+
+
+def test_fusion_scores_every_pool_row_by_its_own_cosine_and_coverage_whichever_list_reached_it(hstore):
+    """`_fuse` finds the pool's partition labels and BM25 documents through each row's (kind,
+    position), and scores a row only BM25 reached by the cosine of its own vector. Rows at
+    four scopes, interleaved: the partition lays them out by scope, the model in snapshot
+    order, so a row's label and its document differ."""
+    import re
+
+    words = {"seats": 3, "region": 5, "renewal": 7, "invoice": 4}
+    scopes = [ORG, SUPPORT, TIER2, TIER1]
+    hstore.write_many(
+        [
+            fact(
+                f"customer:c{i}",
+                "plan",
+                " ".join(["plan", str(i), *(w for w, m in words.items() if i % m == 0)]),
+                day(1),
+                scope=scopes[i % 4],
+            )
+            for i in range(32)
+        ],
+        by=STEWARD,
+    )
+    query = "plan seats region renewal"
+    assert hstore.recall(query, by=MEMBER, k=3)  # builds the partition and the BM25 model
+    retriever = hstore.retriever
+    candidates = retriever._visible(MEMBER, hstore._basis(), kinds=["fact"], subject=None, filters=None)
+    located = retriever._locate("acme", candidates, vector=True, bm25=True)
+    lists, coverage = retriever._bm25_lists("acme", query, located, candidates, 32)
+    lists["vector"] = retriever._vector_list("acme", query, located, candidates, 2)  # most rows: BM25's alone
+    hits = retriever._fuse("acme", query, lists, candidates, located, 40, coverage, retriever.ranking)
+    visible = list(candidates)
+    labels, docs = located.rows.locate_each(candidates.where(visible))
+    assert (labels != docs).sum() >= 8 and len(hits) == len(
+        {rid for name in ("bm25", "vector") for rid, _ in lists[name]}
+    ) > 16
+    q = retriever.embed_query(query)
+    vectors = retriever.embedder.embed(retriever._texts(visible, candidates))
+    exact = {rid: float(v @ q / np.linalg.norm(v) / np.linalg.norm(q)) for rid, v in zip(visible, vectors, strict=True)}
+    assert located.model is not None and located.model_ids is not None
+    ids = located.model_ids
+    doc_of = {rid: doc for doc, rid in enumerate(ids.values_at(range(len(ids))))}
+    for hit in hits:
+        cosine, covered = re.findall(r"cosine (-?\d+\.\d+), lexical coverage (\d+\.\d+)", "; ".join(hit.why))[0]
+        assert float(cosine) == pytest.approx(exact[hit.record_id], abs=1e-3), hit.record_id
+        expected = float(located.model.coverage_at(query, np.array([doc_of[hit.record_id]]))[0])
+        assert float(covered) == pytest.approx(expected, abs=6e-3), hit.record_id
 
 
 def test_candidates_say_where_each_visible_row_is_placed_or_not_and_none_for_others(hstore):
