@@ -221,13 +221,14 @@ class RowsView:
         order: a recall's pool, whose rows came from several lists and kinds."""
         labels = np.full(len(placed), -1, dtype=np.int64)
         docs = labels.copy()
-        by_kind: dict[str, list[int]] = {}
+        by_kind: dict[str, tuple[list[int], list[int]]] = {}  # kind -> (indices into placed, positions)
         for i, where in enumerate(placed):
             if where is not None:
-                by_kind.setdefault(where[0], []).append(i)
-        for kind, at in by_kind.items():
-            positions = np.array([placed[i][1] for i in at], dtype=np.int64)  # type: ignore[index]
-            labels[at], docs[at] = self.locate(kind, positions)
+                at, positions = by_kind.setdefault(where[0], ([], []))
+                at.append(i)
+                positions.append(where[1])
+        for kind, (at, positions) in by_kind.items():
+            labels[at], docs[at] = self.locate(kind, np.array(positions, dtype=np.int64))
         return labels, docs
 
 

@@ -1,0 +1,35 @@
+"""`candidates.RowsView`: a pool's rows located one by one answer as each located alone."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_lakehouse.candidates import RowsView
+
+_NONE = np.empty(0, dtype=np.int64)
+
+
+@given(data=st.data())
+@settings(max_examples=200, deadline=None)
+def test_locating_a_pool_row_by_row_answers_as_locating_each_row_alone(data):
+    """`RowsView.locate_each` (the pool of a fused recall: rows of several kinds, from several
+    lists, some not visible) gives each (kind, position) the label and document `locate` gives it."""
+    rows = {}
+    for kind in data.draw(st.lists(st.sampled_from(["fact", "episode", "turn"]), unique=True, max_size=3)):
+        positions = np.array(sorted(data.draw(st.sets(st.integers(0, 60), max_size=20))), dtype=np.int64)
+        labels = np.array(data.draw(st.lists(st.integers(-1, 99), min_size=len(positions), max_size=len(positions))))
+        docs = np.array(data.draw(st.lists(st.integers(-1, 99), min_size=len(positions), max_size=len(positions))))
+        rows[kind] = (positions, labels.astype(np.int64), docs.astype(np.int64))
+    view = RowsView(("fact", "episode", "turn"), rows, (_NONE, _NONE), (_NONE, _NONE))
+    placed = []
+    for _ in range(data.draw(st.integers(0, 12))):
+        kind = data.draw(st.sampled_from(["fact", "episode", "turn", "note"]))
+        held = rows[kind][0].tolist() if kind in rows else []
+        position = data.draw(st.sampled_from(held) if held and data.draw(st.booleans()) else st.integers(0, 60))
+        placed.append(None if data.draw(st.integers(0, 5)) == 0 else (kind, position))
+    labels, docs = view.locate_each(placed)
+    alone = [None if where is None else view.locate(where[0], np.array([where[1]])) for where in placed]
+    assert labels.tolist() == [-1 if found is None else int(found[0][0]) for found in alone]
+    assert docs.tolist() == [-1 if found is None else int(found[1][0]) for found in alone]
