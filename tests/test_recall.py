@@ -153,21 +153,39 @@ def test_rows_written_since_the_bm25_model_are_scored_on_their_own_search_text(h
     assert [kept[rid] for rid in written] == retriever._texts(written, candidates)  # from the snapshot
 
 
+_POOL_QUERY = "plan seats region renewal"
+
+
+def _located_pool(hstore: ml.MemoryStore, scopes: list[ml.Scope]):
+    """32 facts over *scopes* in turn, each query word in one row of so many (IDF above 0, and
+    rows that tell apart by coverage); the org loaded by a recall, then MEMBER's visible rows
+    for `_POOL_QUERY`, located (`Retriever._locate`)."""
+    words = {"seats": 3, "region": 5, "renewal": 7, "invoice": 4}
+    hstore.write_many(
+        [
+            fact(
+                f"customer:c{i}",
+                "plan",
+                " ".join(["plan", str(i), *(w for w, m in words.items() if i % m == 0)]),
+                day(1),
+                scope=scopes[i % len(scopes)],
+            )
+            for i in range(32)
+        ],
+        by=STEWARD,
+    )
+    assert hstore.recall(_POOL_QUERY, by=MEMBER, k=3)  # builds the partition and the BM25 model
+    retriever = hstore.retriever
+    candidates = retriever._visible(MEMBER, hstore._basis(), kinds=["fact"], subject=None, filters=None)
+    return retriever, candidates, retriever._locate("acme", candidates, vector=True, bm25=True)
+
+
 def test_the_lexical_coverage_of_a_visible_row_is_its_own_documents_whether_bm25_ranked_it_or_not(hstore):
     """Fusion weighs each pool row's lexical coverage (`_bm25_lists`): a row BM25 ranked by the
     document it ranked, any other through its (kind, position) in the org's map. Either way it
     is the model's coverage of that row's own document."""
-    words = {"seats": 3, "region": 5, "renewal": 7, "invoice": 4}  # each in one row of so many: IDF above 0
-    records = [
-        fact(f"customer:c{i}", "plan", " ".join(["plan", str(i), *(w for w, m in words.items() if i % m == 0)]), day(1))
-        for i in range(32)
-    ]
-    hstore.write_many(records, by=STEWARD)
-    query = "plan seats region renewal"
-    assert hstore.recall(query, by=MEMBER, k=3)  # builds the partition and the BM25 model
-    retriever = hstore.retriever
-    candidates = retriever._visible(MEMBER, hstore._basis(), kinds=["fact"], subject=None, filters=None)
-    located = retriever._locate("acme", candidates, vector=True, bm25=True)
+    retriever, candidates, located = _located_pool(hstore, [ORG])
+    query = _POOL_QUERY
     lists, coverage = retriever._bm25_lists("acme", query, located, candidates, 3)
     ranked = {rid for rid, _ in lists["bm25"]}
     visible = list(candidates)
@@ -227,26 +245,8 @@ def test_fusion_scores_every_pool_row_by_its_own_cosine_and_coverage_whichever_l
     order, so a row's label and its document differ."""
     import re
 
-    words = {"seats": 3, "region": 5, "renewal": 7, "invoice": 4}
-    scopes = [ORG, SUPPORT, TIER2, TIER1]
-    hstore.write_many(
-        [
-            fact(
-                f"customer:c{i}",
-                "plan",
-                " ".join(["plan", str(i), *(w for w, m in words.items() if i % m == 0)]),
-                day(1),
-                scope=scopes[i % 4],
-            )
-            for i in range(32)
-        ],
-        by=STEWARD,
-    )
-    query = "plan seats region renewal"
-    assert hstore.recall(query, by=MEMBER, k=3)  # builds the partition and the BM25 model
-    retriever = hstore.retriever
-    candidates = retriever._visible(MEMBER, hstore._basis(), kinds=["fact"], subject=None, filters=None)
-    located = retriever._locate("acme", candidates, vector=True, bm25=True)
+    retriever, candidates, located = _located_pool(hstore, [ORG, SUPPORT, TIER2, TIER1])
+    query = _POOL_QUERY
     lists, coverage = retriever._bm25_lists("acme", query, located, candidates, 32)
     lists["vector"] = retriever._vector_list("acme", query, located, candidates, 2)  # most rows: BM25's alone
     hits = retriever._fuse("acme", query, lists, candidates, located, 40, coverage, retriever.ranking)
