@@ -337,18 +337,24 @@ class Retriever:
                         state = self._orgs[org]
             return state
 
-    def _holds_erased_rows(self, org: str, part: Partition, versions: Mapping[str, int] | None) -> bool:
-        """Whether a partition loaded from this machine's cache holds rows the store no longer
-        has: a purge made by another machine, which could not reach this cache."""
-        if versions is None or any(v > self.lake.views[t].version for t, v in versions.items() if t in self.lake.views):
-            return False  # built from a newer snapshot than ours: nothing to judge by yet
+    def gone_rows(self, org: str, part: Partition) -> int:
+        """How many rows *part* (the org's partition) holds that the store's snapshots no longer
+        have: erased by a purge it did not see, here or on another machine."""
         held = 0
         for kind in INDEXED_KINDS:
             rows = self.lake.all_rows(kind)
             ids = rows.filter(pc.equal(rows.column("org"), org)).column("record_id").combine_chunks()
             held += int(np.count_nonzero(part.find(ids) >= 0))
-        if held < len(part):
-            self.trace(f"index {org}: the cached partition holds {len(part) - held} row(s) erased since; rebuilding")
+        return len(part) - held
+
+    def _holds_erased_rows(self, org: str, part: Partition, versions: Mapping[str, int] | None) -> bool:
+        """Whether a partition loaded from this machine's cache holds rows the store no longer
+        has: a purge made by another machine, which could not reach this cache."""
+        if versions is None or any(v > self.lake.views[t].version for t, v in versions.items() if t in self.lake.views):
+            return False  # built from a newer snapshot than ours: nothing to judge by yet
+        gone = self.gone_rows(org, part)
+        if gone:
+            self.trace(f"index {org}: the cached partition holds {gone} row(s) erased since; rebuilding")
             return True
         return False
 

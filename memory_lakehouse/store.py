@@ -31,7 +31,6 @@ from .outside import ExportReport
 from .query import READ_CACHE_BYTES, CacheBudget, ReadCacheStats, Visibility, tables_for
 from .ranking import Ranking
 from .records import (
-    SPECS,
     Envelope,
     Episode,
     Fact,
@@ -875,8 +874,6 @@ class MemoryStore:
         """After an interrupted purge a partition may still hold rows the store no longer has
         (forgotten ones, or expired ones the interrupted run erased), or its folder an older
         generation or an unfinished save (killed between writing the new one and deleting)."""
-        import pyarrow.compute as pc
-
         if len({p.parent for p in self.retriever.index.files(org)}) > 1:
             return True
         part = self.retriever.index.partition(org)
@@ -884,12 +881,7 @@ class MemoryStore:
             return False
         if bool((part.find(list(self.vis.forgotten.record_ids)) >= 0).any()):
             return True
-        held = 0
-        for kind in SPECS:
-            rows = self.lake.all_rows(kind)
-            ids = rows.filter(pc.equal(rows.column("org"), org)).column("record_id").combine_chunks()
-            held += int((part.find(ids) >= 0).sum())
-        return held < len(part)
+        return self.retriever.gone_rows(org, part) > 0
 
     def audit(
         self,

@@ -268,6 +268,19 @@ def test_fusion_scores_every_pool_row_by_its_own_cosine_and_coverage_whichever_l
         assert float(covered) == pytest.approx(expected, abs=6e-3), hit.record_id
 
 
+def test_a_partition_holding_a_row_the_store_no_longer_has_is_found_by_the_one_count(hstore):
+    """`Retriever.gone_rows`: what a partition holds beyond the store's rows of its org. A
+    cache another machine's purge could not reach (`_holds_erased_rows`) and a purge that was
+    killed (`MemoryStore._partition_holds_gone_rows`) both ask it."""
+    seed(hstore, 8)
+    assert hstore.recall("plan seats", by=MEMBER, k=3)  # builds and saves the partition
+    part = hstore.retriever.index.partition("acme")
+    assert part is not None
+    assert hstore.retriever.gone_rows("acme", part) == 0 and not hstore._partition_holds_gone_rows("acme")
+    part.add(["fac_erased_elsewhere"], np.ones((1, part.dim), dtype=np.float32), num_threads=1)
+    assert hstore.retriever.gone_rows("acme", part) == 1 and hstore._partition_holds_gone_rows("acme")
+
+
 def test_candidates_say_where_each_visible_row_is_placed_or_not_and_none_for_others(hstore):
     """`Candidates.where`: a row ranking placed, one it did not (read from the snapshot), and
     an id no visible row has."""
