@@ -298,8 +298,9 @@ class Partition:
         self._graph_crc = graph_crc  # the CRC-32 graph_file must have, until checked (`_graph_file_intact`)
         self._graph_count = len(ids) if index is None else 0
         self._pending_threads = 2  # threads for adding rows to the graph once it is read back
-        # label <-> record id, a label being its id's code: at 1M rows a list of the ids and a
-        # dict back held ~135 MB over the orgs, this ~45 (`codes.CodeTable`)
+        # label <-> record id, a label being its id's code (`codes.CodeTable`). A list of the ids
+        # and a dict back held ~15 MB over the 100k tenants store's 20 partitions (tracemalloc:
+        # index.py and json); these tables and the BM25 models' hold 7.4 MB together
         self._ids = CodeTable.of(ids)
         # capacity rows each, the first len(ids) live; or read-only maps of the saved rows
         self._vectors = _Rows(vectors)  # float32 unit vectors
