@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,36 @@ def _fixed_width(values: pa.Array) -> np.ndarray:
     matrix[:, :size] = np.frombuffer(data_buffer, np.uint8)[first : first + n * size].reshape(n, size)
     matrix[:, size] = 1  # the terminator
     return matrix.view(f"S{size + 1}").ravel()
+
+
+def hashes(values: pa.Array) -> np.ndarray:
+    """A 64-bit hash of each of *values* (strings): the multiply-xorshift of `CodeTable` over
+    the words its own bytes and terminator span.
+
+    Unlike `CodeTable`'s places, a value's hash does not depend on the width of the values
+    hashed with it, so hashes of chunks hashed apart can be compared (`slots.IdRows`). Equal
+    strings have equal hashes; unequal ones rarely do, so a match is only a candidate.
+    """
+    n = len(values)
+    if not n:
+        return np.empty(0, dtype=np.uint64)
+    encoded = _fixed_width(values)
+    width = encoded.itemsize
+    words = -(-width // 8)
+    matrix = np.zeros((n, 8 * words), dtype=np.uint8)
+    matrix[:, :width] = encoded.view(np.uint8).reshape(n, width)
+    columns = matrix.view(np.uint64)
+    # each value's own words: those past them (NUL padding up to the widest) leave its hash alone
+    own = None
+    lengths = np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False), dtype=np.int64) + 1
+    if (lengths != width).any():
+        own = -(-lengths // 8)
+    h = np.zeros(n, dtype=np.uint64)
+    for j in range(words):
+        mixed = (h ^ columns[:, j]) * np.uint64(_MIX)
+        mixed ^= mixed >> np.uint64(29)
+        h = mixed if own is None else np.where(j < own, mixed, h)
+    return h
 
 
 class CodeTable:

@@ -1742,8 +1742,8 @@ ORDER BY valid_from, known_since, commit_version, _row
             return rows.append_column("search_text", SPECS[kind].search_text(rows))
 
     def _id_positions(self, kind: str, record_ids: Sequence[str]) -> np.ndarray:
-        """Where `by_ids`'s rows are: found by a scan of the snapshot's ids
-        (`lake.Lake.id_positions`), the ledger asked through the mirror only when it could
+        """Where `by_ids`'s rows are: found through a hash of each row's id, checked against
+        the ids (`lake.Lake.id_positions`), the ledger asked through the mirror only when it could
         hide one of them (`Forgotten.may_hide`). The query over the mirror
         (`_id_positions_sql`, the rule as written) first brings the mirror up to date with
         every row appended since it was last read: a retraction on the 100k tenants store

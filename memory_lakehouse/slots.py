@@ -1,4 +1,5 @@
-"""Where each slot's rows are in a kind's snapshot: a chain through the rows, per lineage id.
+"""Where each slot's rows are in a kind's snapshot (a chain through the rows, per lineage id),
+and where each record id's are (`IdRows`, a hash of each row's id).
 
 The write path reconciles a batch against every stored version of the batch's slots
 (`query.Visibility.slot_versions`). Finding those rows by scanning the lineage column
@@ -25,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .codes import CodeTable
+from .codes import CodeTable, hashes
 
 
 class SlotRows:
@@ -101,3 +102,48 @@ class SlotRows:
                 out.append(at)
                 at = int(previous[at])
         return np.sort(np.array(out, dtype=np.int64))
+
+
+class IdRows:
+    """Where each record id's rows may be in a kind's snapshot: a 64-bit hash of every row's
+    record id (`codes.hashes`), in row order.
+
+    Approve, retract and extraction look a record up by its id (`query.Visibility.by_ids`).
+    Scanning the id column for it (``pc.is_in``) cost ~0.7 ms at 100k rows and ~19 ms at
+    1M (a 1M-row approve took ~40 ms, half of it that scan). Comparing one integer a row is
+    ~0.5 ms at 1M, and the rows whose hash matches are only candidates: the caller checks
+    their ids (`lake.Lake.id_positions`). 8 bytes a row (8 MB at 1M), built only in a
+    process that looks records up by id, brought up to date with each appended chunk
+    (`extend`) and rebuilt when a rewrite starts a new epoch, as `SlotRows` is.
+    tests/test_slots.py checks it against the scan.
+    """
+
+    def __init__(self) -> None:
+        self._hashes = np.empty(0, dtype=np.uint64)
+        self.rows = 0  # rows taken so far (the first ``rows`` hashes are live)
+
+    def extend(self, record_ids: pa.Array | pa.ChunkedArray) -> None:
+        """Take the next ``len(record_ids)`` rows, positions ``rows``, ``rows + 1``, ..."""
+        if isinstance(record_ids, pa.ChunkedArray):
+            record_ids = record_ids.combine_chunks()
+        count = len(record_ids)
+        if not count:
+            return
+        if record_ids.null_count:
+            raise ValueError("a row without a record id")
+        start = self.rows
+        if start + count > len(self._hashes):  # doubling: an append copies the hashes only now and then
+            grown = np.empty(max(start + count, 2 * len(self._hashes)), dtype=np.uint64)
+            grown[:start] = self._hashes[:start]
+            self._hashes = grown
+        self._hashes[start : start + count] = hashes(record_ids)
+        self.rows = start + count
+
+    def candidates(self, record_ids: Iterable[str]) -> np.ndarray:
+        """The positions, ascending, of every row whose record id may be one of *record_ids*:
+        each row with one of them, and now and then another whose id's hash is the same."""
+        wanted = np.unique(hashes(pa.array(list(set(record_ids)), pa.string())))
+        held = self._hashes[: self.rows]
+        if len(wanted) == 1:
+            return np.flatnonzero(held == wanted[0])
+        return np.flatnonzero(np.isin(held, wanted))

@@ -63,8 +63,8 @@ def _lookups_agree(store: ml.MemoryStore, kind: str) -> int:
 
 
 def _by_ids_agree(store: ml.MemoryStore, kind: str) -> None:
-    """`by_ids` (a scan of the Arrow ids, the ledger asked only when it may hide one) finds
-    the rows the query over the mirror finds: every stored id at once (proposals,
+    """`by_ids` (the rows whose id hashes alike, their ids checked; the ledger asked only when
+    it may hide one) finds the rows the query over the mirror finds: every stored id at once (proposals,
     retractions, forgotten rows, an id twice, one never stored), then one at a time."""
     vis = store.vis
     ids = store.lake.all_rows(kind).column("record_id").to_pylist()
