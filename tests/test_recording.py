@@ -17,14 +17,14 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 OPTIONS: dict[str, Any] = {"embedder": ml.HashingEmbedder(dim=32)}  # how the recorded store was opened
 
 
-def _codes_numbered_while_the_map_grows(codes, lookup, values):
-    """`heads._extended_codes` as it was before feece43: two new values take n and n + 2."""
+def _codes_numbered_while_the_map_grows(lookup, values):
+    """`heads._codes_of` as it was before feece43: two new values take n and n + 2."""
     missing = [v for v in dict.fromkeys(values) if v is not None and v not in lookup]
     if missing:
         lookup = dict(lookup)
         lookup.update((v, len(lookup) + m) for m, v in enumerate(missing))
     more = np.fromiter((-1 if v is None else lookup[v] for v in values), np.int32, len(values))
-    return np.concatenate([codes, more]), lookup
+    return more, lookup
 
 
 def _recorded_run(tmp_path):
@@ -55,7 +55,7 @@ def _recorded_run(tmp_path):
 
 
 def test_a_failure_of_a_cache_replays_on_a_fresh_store_and_shrinks_to_its_cause(tmp_path, monkeypatch):
-    monkeypatch.setattr(heads, "_extended_codes", _codes_numbered_while_the_map_grows)
+    monkeypatch.setattr(heads, "_codes_of", _codes_numbered_while_the_map_grows)
     recording, last = _recorded_run(tmp_path)
     assert last is not None and last.value == "cy's"  # the planted bug: bob is served cy's fact
     calls = recording.calls
