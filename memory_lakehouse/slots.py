@@ -109,10 +109,10 @@ class IdRows:
     record id (`codes.hashes`), in row order.
 
     Approve, retract and extraction look a record up by its id (`query.Visibility.by_ids`).
-    Scanning the id column for it (``pc.is_in``) cost ~0.7 ms at 100k rows and ~19 ms at
-    1M (a 1M-row approve took ~40 ms, half of it that scan). Comparing one integer a row is
-    ~0.5 ms at 1M, and the rows whose hash matches are only candidates: the caller checks
-    their ids (`lake.Lake.id_positions`). 8 bytes a row (8 MB at 1M), built only in a
+    Scanning the id column for it (``pc.is_in``) cost ~19 ms at 1M rows (a 1M-row approve
+    took ~40 ms, half of it that scan). Comparing one integer a row, a look-up is ~0.7 ms
+    there; the rows whose hash matches are only candidates: the caller checks their ids
+    (`lake.Lake.id_positions`). 8 bytes a row (8 MB at 1M), built only in a
     process that looks records up by id, brought up to date with each appended chunk
     (`extend`) and rebuilt when a rewrite starts a new epoch, as `SlotRows` is.
     tests/test_slots.py checks it against the scan.
@@ -136,7 +136,10 @@ class IdRows:
             grown = np.empty(max(start + count, 2 * len(self._hashes)), dtype=np.uint64)
             grown[:start] = self._hashes[:start]
             self._hashes = grown
-        self._hashes[start : start + count] = hashes(record_ids)
+        for first in range(0, count, HASHED_AT_ONCE):  # a slice at a time: a 1M-row epoch's ids as
+            # fixed-width bytes (`codes._fixed_width`) and words would take ~80 MB at once
+            part = record_ids.slice(first, HASHED_AT_ONCE)
+            self._hashes[start + first : start + first + len(part)] = hashes(part)
         self.rows = start + count
 
     def candidates(self, record_ids: Iterable[str]) -> np.ndarray:
@@ -147,3 +150,7 @@ class IdRows:
         if len(wanted) == 1:
             return np.flatnonzero(held == wanted[0])
         return np.flatnonzero(np.isin(held, wanted))
+
+
+#: Ids `IdRows.extend` hashes at once (~40 bytes each while hashed).
+HASHED_AT_ONCE = 65_536

@@ -70,6 +70,15 @@ def test_id_candidates_include_every_row_a_scan_of_the_id_column_finds(chunks, a
     assert found.tolist() == scanned.tolist()
 
 
+def test_ids_hashed_a_slice_at_a_time_are_hashed_as_all_at_once(monkeypatch):
+    monkeypatch.setattr(slots_module, "HASHED_AT_ONCE", 3)
+    column = pa.array([f"fac_{i:0{1 + i % 3}d}" for i in range(10)], pa.string())
+    rows = IdRows()
+    rows.extend(column)
+    assert rows._hashes[: rows.rows].tolist() == hashes(column).tolist()
+    assert rows.candidates(["fac_07", "fac_04", "fac_4"]).tolist() == [4, 7]
+
+
 def test_an_ids_hash_is_the_same_whatever_it_is_hashed_with():
     # chunks of ids of different lengths are hashed apart, then compared: a value's hash must
     # not depend on the widest value beside it
