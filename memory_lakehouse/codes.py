@@ -13,7 +13,9 @@ for two ways of being used:
   record ids of an org's index partition (`index.Partition`, code = label) and BM25
   model (`retrieve`, code = document), which also give a code's value back.
 
-tests/test_codes.py checks both against a dict.
+tests/test_codes.py checks both against a dict. `hashes` gives each string a 64-bit hash,
+`CodeTable`'s mixing over the value's own words, whatever the width of the values beside
+it: the record-id index (`slots.IdRows`) keeps only those.
 """
 
 from __future__ import annotations

@@ -233,6 +233,9 @@ def commit_metadata(
     }
 
 
+#: An index of one column kept up with a view's appended chunks (`Lake._followed`).
+_Follower = TypeVar("_Follower", SlotRows, IdRows)
+
 _UTC = ZoneInfo("UTC")  # what pyarrow puts on a timestamp[tz=UTC] value (ZoneInfo caches one per key)
 _UTC_EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
 
@@ -395,10 +398,9 @@ class TableView:
     by_txn: dict[str, Commit] = field(default_factory=dict)
     epoch: int = 0
     spans: list[tuple[int, int]] = field(default_factory=list)
-    slots: SlotRows = field(default_factory=SlotRows)  # kept up by `Lake.slot_rows`
-    slots_epoch: tuple[int, int] = (-1, 0)  # the epoch and chunk count `slots` reflects
-    ids: IdRows = field(default_factory=IdRows)  # kept up by `Lake.id_rows`
-    ids_epoch: tuple[int, int] = (-1, 0)  # the epoch and chunk count `ids` reflects
+    #: per column, an index of it kept up with the appended chunks (`Lake._followed`): the
+    #: epoch and chunk count it reflects, and the index (`SlotRows`, `IdRows`)
+    followers: dict[str, tuple[tuple[int, int], Any]] = field(default_factory=dict)
     high_water: datetime | None = None  # the latest system time of a memory commit so far
 
     @property
@@ -1288,18 +1290,7 @@ class Lake:
         a row (a superset of the live ones), and the positions of a slot's rows. Kept up with the
         appended chunks; rebuilt when a rewrite starts a new epoch. `slot_positions` reads the
         positions under this lock, so no append lands in between."""
-        view = self.views[kind]
-        with self._lock:
-            epoch, chunks = self.appended(kind)
-            if view.slots_epoch != (epoch, len(chunks)):
-                if view.slots_epoch[0] != epoch:
-                    view.slots, applied = SlotRows(), 0
-                else:
-                    applied = view.slots_epoch[1]
-                for chunk in chunks[applied:]:
-                    view.slots.extend(chunk.column("lineage_id"))
-                view.slots_epoch = (epoch, len(chunks))
-            return view.slots
+        return self._followed(kind, "lineage_id", SlotRows)
 
     def slot_positions(self, kind: str, lineage_ids: Iterable[str]) -> np.ndarray:
         """The positions in `all_rows` of every row of those slots, ascending (`SlotRows`)."""
@@ -1311,18 +1302,23 @@ class Lake:
     def id_rows(self, kind: str) -> IdRows:
         """A hash of each row's record id in the snapshot (`all_rows`), as of now: kept up with the
         appended chunks, rebuilt when a rewrite starts a new epoch (as `slot_rows`)."""
+        return self._followed(kind, "record_id", IdRows)
+
+    def _followed(self, kind: str, column: str, make: Callable[[], _Follower]) -> _Follower:
+        """*kind*'s index of *column* made by *make* (`SlotRows`, `IdRows`), as of now: the chunks
+        appended since it was last asked taken in (``extend``), made anew on a new epoch
+        (a rewrite moves rows)."""
         view = self.views[kind]
         with self._lock:
             epoch, chunks = self.appended(kind)
-            if view.ids_epoch != (epoch, len(chunks)):
-                if view.ids_epoch[0] != epoch:
-                    view.ids, applied = IdRows(), 0
-                else:
-                    applied = view.ids_epoch[1]
-                for chunk in chunks[applied:]:
-                    view.ids.extend(chunk.column("record_id"))
-                view.ids_epoch = (epoch, len(chunks))
-            return view.ids
+            (at_epoch, applied), index = view.followers.get(column, ((-1, 0), None))
+            if index is None or at_epoch != epoch:
+                index, applied = make(), 0
+            for chunk in chunks[applied:]:
+                index.extend(chunk.column(column))
+            view.followers[column] = ((epoch, len(chunks)), index)
+            follower: _Follower = index
+            return follower
 
     def id_positions(self, kind: str, record_ids: Iterable[str]) -> np.ndarray:
         """The positions in `all_rows` of the rows with those record ids, ascending: the rows
