@@ -29,15 +29,21 @@ ids = st.sampled_from([f"fact:{i:02d}" for i in range(12)] + ["", "fact:\x00", "
 chunks = st.lists(st.lists(ids, min_size=0, max_size=9), max_size=7)
 
 
+def _taken(index, chunks, chunked, asked):
+    """*index* (`SlotRows`, `IdRows`) extended by each of *chunks* (as two Arrow chunks if
+    *chunked*), every id in order, and the positions a scan finds *asked* at."""
+    for chunk in chunks:
+        column = pa.array(chunk, pa.string())
+        index.extend(pa.chunked_array([column[: len(chunk) // 2], column[len(chunk) // 2 :]]) if chunked else column)
+    everything = pa.array([rid for chunk in chunks for rid in chunk], pa.string())
+    scanned = pc.indices_nonzero(pc.is_in(everything, value_set=pa.array(asked, pa.string()))).to_numpy()
+    return index, everything, scanned
+
+
 @settings(max_examples=200, deadline=None)
 @given(chunks=chunks, asked=st.lists(ids, max_size=6), chunked=st.booleans())
 def test_positions_are_the_rows_a_scan_of_the_lineage_column_finds(chunks, asked, chunked):
-    slots = SlotRows()
-    for chunk in chunks:
-        column = pa.array(chunk, pa.string())
-        slots.extend(pa.chunked_array([column[: len(chunk) // 2], column[len(chunk) // 2 :]]) if chunked else column)
-    everything = pa.array([rid for chunk in chunks for rid in chunk], pa.string())
-    scanned = pc.indices_nonzero(pc.is_in(everything, value_set=pa.array(asked, pa.string()))).to_numpy()
+    slots, everything, scanned = _taken(SlotRows(), chunks, chunked, asked)
     assert slots.positions(asked).tolist() == scanned.tolist()
     assert slots.rows == len(everything)
     assert len(slots) == len(set(everything.to_pylist()))
@@ -56,12 +62,7 @@ def test_a_slot_written_in_every_chunk_lists_each_of_its_rows_once():
 @settings(max_examples=200, deadline=None)
 @given(chunks=chunks, asked=st.lists(ids, max_size=6), chunked=st.booleans())
 def test_id_candidates_include_every_row_a_scan_of_the_id_column_finds(chunks, asked, chunked):
-    rows = IdRows()
-    for chunk in chunks:
-        column = pa.array(chunk, pa.string())
-        rows.extend(pa.chunked_array([column[: len(chunk) // 2], column[len(chunk) // 2 :]]) if chunked else column)
-    everything = pa.array([rid for chunk in chunks for rid in chunk], pa.string())
-    scanned = pc.indices_nonzero(pc.is_in(everything, value_set=pa.array(asked, pa.string()))).to_numpy()
+    rows, everything, scanned = _taken(IdRows(), chunks, chunked, asked)
     found = rows.candidates(asked)
     assert rows.rows == len(everything)
     assert set(scanned.tolist()) <= set(found.tolist())
