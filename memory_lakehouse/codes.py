@@ -149,22 +149,33 @@ def hashes(values: pa.Array) -> np.ndarray:
     if not n:
         return np.empty(0, dtype=np.uint64)
     encoded = _fixed_width(values)
-    width = encoded.itemsize
-    words = -(-width // 8)
-    matrix = np.zeros((n, 8 * words), dtype=np.uint8)
-    matrix[:, :width] = encoded.view(np.uint8).reshape(n, width)
-    columns = matrix.view(np.uint64)
+    columns = _words(encoded)
     # each value's own words: those past them (NUL padding up to the widest) leave its hash alone
     own = None
     lengths = np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False), dtype=np.int64) + 1
-    if (lengths != width).any():
+    if (lengths != encoded.itemsize).any():
         own = -(-lengths // 8)
     h = np.zeros(n, dtype=np.uint64)
-    for j in range(words):
-        mixed = (h ^ columns[:, j]) * np.uint64(_MIX)
-        mixed ^= mixed >> np.uint64(29)
+    for j in range(columns.shape[1]):
+        mixed = _mixed(h, columns[:, j])
         h = mixed if own is None else np.where(j < own, mixed, h)
     return h
+
+
+def _words(encoded: np.ndarray) -> np.ndarray:
+    """Fixed-width bytes (`_fixed_width`) as rows of 64-bit words, NUL-padded to a multiple of 8."""
+    width = encoded.itemsize
+    matrix = np.zeros((len(encoded), -(-width // 8) * 8), dtype=np.uint8)
+    matrix[:, :width] = encoded.view(np.uint8).reshape(len(encoded), width)
+    words: np.ndarray = matrix.view(np.uint64)
+    return words
+
+
+def _mixed(h: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """One step of the multiply-xorshift hash (`CodeTable._places`, `hashes`; `_place_of` in Python ints)."""
+    mixed: np.ndarray = (h ^ words) * np.uint64(_MIX)
+    mixed ^= mixed >> np.uint64(29)
+    return mixed
 
 
 class CodeTable:
@@ -283,17 +294,9 @@ class CodeTable:
 
     def _places(self, encoded: np.ndarray) -> np.ndarray:
         """Each value's first place in the table: a multiply-xorshift hash of its bytes."""
-        width = encoded.itemsize
-        matrix = encoded.view(np.uint8).reshape(len(encoded), width)
-        pad = -width % 8
-        if pad:
-            matrix = np.concatenate([matrix, np.zeros((len(encoded), pad), dtype=np.uint8)], axis=1)
-        words = np.ascontiguousarray(matrix).view(np.uint64)
         h = np.zeros(len(encoded), dtype=np.uint64)
-        for column in words.T:
-            h ^= column
-            h *= np.uint64(_MIX)
-            h ^= h >> np.uint64(29)
+        for column in _words(encoded).T:
+            h = _mixed(h, column)
         return (h & np.uint64(len(self._table) - 1)).astype(np.int64)
 
     def _probe(self, needles: np.ndarray) -> np.ndarray:

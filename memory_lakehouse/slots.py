@@ -78,16 +78,10 @@ class SlotRows:
         firsts = order[np.concatenate(([True], ~same))]
         lasts = order[np.concatenate((~same, [True]))] + start
         slots = self._numbered.number(encoded.dictionary)
-        if len(self) > len(self._last):  # doubling, as the chain below
-            grown = np.full(max(len(self), 2 * len(self._last)), -1, dtype=np.int32)
-            grown[: len(self._last)] = self._last
-            self._last = grown
+        self._last = _with_room(self._last, len(self), fill=-1)
         previous[firsts] = self._last[slots]  # the slot's last row before this chunk; -1 for a new slot
         self._last[slots] = lasts
-        if start + count > len(self._previous):  # doubling: an append copies the chain only now and then
-            grown = np.empty(max(start + count, 2 * len(self._previous)), dtype=np.int32)
-            grown[:start] = self._previous[:start]
-            self._previous = grown
+        self._previous = _with_room(self._previous, start + count)
         self._previous[start : start + count] = previous
         self.rows = start + count
 
@@ -132,10 +126,7 @@ class IdRows:
         if record_ids.null_count:
             raise ValueError("a row without a record id")
         start = self.rows
-        if start + count > len(self._hashes):  # doubling: an append copies the hashes only now and then
-            grown = np.empty(max(start + count, 2 * len(self._hashes)), dtype=np.uint64)
-            grown[:start] = self._hashes[:start]
-            self._hashes = grown
+        self._hashes = _with_room(self._hashes, start + count)
         for first in range(0, count, HASHED_AT_ONCE):  # a slice at a time: a 1M-row epoch's ids as
             # fixed-width bytes (`codes._fixed_width`) and words would take ~80 MB at once
             part = record_ids.slice(first, HASHED_AT_ONCE)
@@ -150,6 +141,18 @@ class IdRows:
         if len(wanted) == 1:
             return np.flatnonzero(held == wanted[0])
         return np.flatnonzero(np.isin(held, wanted))
+
+
+def _with_room(values: np.ndarray, size: int, *, fill: int | None = None) -> np.ndarray:
+    """*values*, or a copy of them with room for *size* (new room *fill*, or left unset):
+    doubling, so an append copies an array only now and then."""
+    if size <= len(values):
+        return values
+    grown = np.empty(max(size, 2 * len(values)), dtype=values.dtype)
+    if fill is not None:
+        grown[len(values) :] = fill
+    grown[: len(values)] = values
+    return grown
 
 
 #: Ids `IdRows.extend` hashes at once (~40 bytes each while hashed).
