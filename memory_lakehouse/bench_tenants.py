@@ -418,8 +418,8 @@ def run_store(
     # their phases) A/B in the same process: single writes with the
     # checkpoint every tenth version in the background (the default) and inside the append,
     # in alternating blocks of ten (one checkpoint each); mean and p99 show it, the p50 does not.
-    # The maintenance policy is held off meanwhile: a run landing in one block (the gate holds
-    # its appends 100-300 ms) showed as a 273 ms p99 of that block's mode
+    # The maintenance policy is held off meanwhile: a run landing in one block (appends past the
+    # commit gate's allowance wait for each partition's rewrite) showed as a 273 ms p99 of that block's mode
     by_mode: dict[bool, list[float]] = {True: [], False: []}
     policy = store.maintenance.policy
     store.maintenance.wait()

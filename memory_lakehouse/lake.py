@@ -72,6 +72,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from . import direct_append
 from .background import Worker
+from .commit_gate import CommitGate
 from .commitlog import COMMITS_TABLE, CommitRecord
 from .errors import LakehouseError, StoreError
 from .logwatch import asking, watch_logs
@@ -624,7 +625,7 @@ class Lake:
         self._handle_writes: dict[str, int] = {}  # appends through each handle since it was opened
         self._own_writes: dict[str, tuple[str | None, pa.Table]] = {}  # kind -> (txn, rows) just appended
         self._direct: dict[str, tuple[int, direct_append.TableShape]] = {}  # kind -> (last version, shape)
-        self._commit_gates: dict[str, threading.Lock] = {}  # table -> `commit_gate`
+        self._commit_gates: dict[str, CommitGate] = {}  # table -> `commit_gate`
         #: called after each append with the bytes appended per table (the maintenance policy)
         self.after_append: list[Callable[[Mapping[str, int]], None]] = []
         #: write the checkpoints direct appends ask for in a thread of their own (False: in the append)
@@ -698,7 +699,7 @@ class Lake:
             data = tables[kind]
             if data.num_rows == 0:
                 continue
-            with self.commit_gate(kind):
+            with self.commit_gate(kind).appending():
                 self._append_one(kind, data, metadata)
             self._own_writes[kind] = (txn, data)
         try:
@@ -740,22 +741,10 @@ class Lake:
         if version % _checkpoint_interval(handle) == 0:
             self._checkpoint_after_append(kind, version)
 
-    @contextmanager
-    def commit_gate(self, table: str) -> Iterator[None]:
-        """Serialise this process's commits to *table* with its rewrites (compaction, vacuum).
-
-        A rewrite through delta-rs that loses the race for the next version retries a
-        bounded number of times; appends landing every few milliseconds beside it (the
-        maintenance policy runs in a thread of its own) made every try lose. Appends take
-        the gate for their own commit only; a rewrite holds it for one org partition's
-        compaction (100-300 ms at 4,000 commits in scripts/bench_maintenance.py), so appends
-        wait at most that long, never for a whole run.
-        Writers in other processes are not held: they race as before.
-        """
+    def commit_gate(self, table: str) -> CommitGate:
+        """This process's turns between appends to *table* and its rewrites (`commit_gate.CommitGate`)."""
         with self._lock:
-            gate = self._commit_gates.setdefault(table, threading.Lock())
-        with gate:
-            yield
+            return self._commit_gates.setdefault(table, CommitGate())
 
     def _append_directly(self, kind: str, data: pa.Table, metadata: Mapping[str, str]) -> bool:
         """Append *data* to a local table without delta-rs (`direct_append`); False when delta-rs must,

@@ -31,15 +31,17 @@ last compaction, or a process that appended *every_bytes* since its last run, co
 that table and records the commits. The run goes to a thread of its own
 (``MaintenancePolicy.background``): done inline it made the append that crossed the
 threshold take ~0.7 s at 10k commits, one agent turn in 500. Appends and reads go on
-meanwhile; only this process's appends to a table wait while one of its org partitions
-is rewritten (`Lake.commit_gate`: delta-rs's optimize gets a bounded number of tries at
-the next version, and appends landing every few milliseconds won them all).
+meanwhile: a few of this process's appends to a table land beside the rewrite of one of
+its org partitions, later ones wait for it (`commit_gate`: delta-rs's optimize gets a
+bounded number of tries at the next version, and appends landing every few milliseconds
+won them all), and a rewrite that fails beside them runs again alone.
 `Maintenance.wait` and ``store.close()`` wait for the run. ``memlake maintenance`` runs
 it by hand.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -50,7 +52,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable
-from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import CommitFailedError, DeltaError
 
 from .background import Worker
 from .commitlog import COMMITS_TABLE
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
     from .store import MemoryStore
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: Compaction aims at files of this size (delta-rs's default is 100 MiB; memory rows are small).
 TARGET_SIZE = 64 * 2**20
@@ -253,6 +256,8 @@ class Maintenance:
         self._touched: set[str] = set()  # tables appended to while the background run went on
         #: The exception of the last run of the policy that failed (None: the last one succeeded).
         self.last_error: Exception | None = None
+        #: Rewrites whose try beside the appends failed and that ran again alone (`_beside_appends`).
+        self.rewrites_run_alone = 0
         store.lake.after_append.append(self._after_append)
 
     @property
@@ -372,8 +377,8 @@ class Maintenance:
                         commit_properties=CommitProperties(custom_metadata=meta),
                     )
 
-                with lake.maintenance_lock(kind), lake.commit_gate(kind):
-                    metrics = self._retry(compact)
+                with lake.maintenance_lock(kind):
+                    metrics = self._beside_appends(kind, compact)
                 if metrics.get("numFilesRemoved", 0):
                     totals["partitions"] += 1
                     totals["files_removed"] += int(metrics.get("numFilesRemoved", 0))
@@ -486,7 +491,7 @@ class Maintenance:
                         commit_properties=CommitProperties(custom_metadata=meta),
                     )
 
-                with lake.commit_gate(kind):
+                with lake.commit_gate(kind).rewriting(exclusive=True):
                     gone = self._retry(vacuum)
                 leftovers = lake.unreferenced_files(kind, older_than=retain.total_seconds()).expired
                 if not dry_run:
@@ -584,6 +589,19 @@ class Maintenance:
         return commit_metadata(
             txn_id=new_txn_id(), committed_at=self._store.clock.peek(), op=op, actor="maintenance", reason=reason
         )
+
+    def _beside_appends(self, kind: str, rewrite: Callable[[], T]) -> T:
+        """Run *rewrite* of *kind*'s table beside this process's appends (`commit_gate`); when
+        that try fails, run it again alone (appends held), as often as `_retry` does."""
+        gate = self.lake.commit_gate(kind)
+        try:
+            with gate.rewriting():
+                return rewrite()
+        except DeltaError as exc:  # CommitFailedError among them
+            self.rewrites_run_alone += 1
+            log.info("a rewrite of %s beside %d append(s) failed (%s): run again alone", kind, gate.landed, exc)
+        with gate.rewriting(exclusive=True):
+            return self._retry(rewrite)
 
     @staticmethod
     def _retry(action: Callable[[], T]) -> T:
