@@ -747,3 +747,35 @@ def test_a_log_file_deleted_between_the_listing_and_its_stat_is_left_out_of_the_
     monkeypatch.setattr(Path, "stat", stat)
     assert lake.objects.list("fact") == {rel: size for rel, size in listed.items() if rel != gone}
     assert gone not in lake.objects.modified("fact")
+
+
+def test_the_next_compaction_is_due_counted_from_where_the_last_one_began(tmp_path, monkeypatch):
+    """Appends land beside a compaction's rewrite (`commit_gate`); counted from the rewrite's
+    commit, each run put the next one back by as many commits as it took."""
+    every = 10
+    clock = SimClock(day(0))
+    policy = ml.MaintenancePolicy(every_commits=every, every_bytes=None, keep_log_versions=None)
+    store = ml.open(tmp_path / "store", clock=clock, maintenance=policy)
+    held = HeldCompactions(monkeypatch, store)
+    written = iter(range(1000))
+
+    def write() -> None:
+        clock.advance(minutes=1)
+        store.write(fact(f"user:{next(written)}", "plan", "pro", clock.now), by=MEMBER)
+
+    def compactions() -> list[int]:
+        return [c.version for c in store.lake.commits() if c.table == "fact" and c.operation == "optimize"]
+
+    while not held.inside.wait(0.01):  # the append that makes the table due starts the run
+        write()
+    began = store.lake.views["fact"].version
+    for _ in range(3):  # beside the rewrite, well within the gate's allowance
+        write()
+    held.release.set()
+    assert store.maintenance.wait(timeout=60)
+    assert len(compactions()) == 1 and compactions()[0] > began + 3
+    while store.lake.views["fact"].version < began + every + 1:
+        write()
+    assert store.maintenance.wait(timeout=60)
+    assert len(compactions()) == 2, "the second run waited for `every` commits after the first one's commit"
+    store.close()
