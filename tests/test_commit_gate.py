@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from memory_lakehouse.commit_gate import CommitGate
 
@@ -12,65 +13,56 @@ from memory_lakehouse.commit_gate import CommitGate
 #: it through at once; a working one never does, however long this is).
 HELD = 0.3
 
+Enter = Callable[[], AbstractContextManager[None]]
 
-def _in_thread(enter: Callable[[], object], release: threading.Event) -> tuple[threading.Thread, threading.Event]:
-    """Run ``with enter(): release.wait()`` in a thread; the event it returns is set once inside."""
+
+def _in_thread(enter: Enter, leave: threading.Event) -> threading.Event:
+    """Run ``with enter(): leave.wait()`` in a thread; the event it returns is set once inside."""
     inside = threading.Event()
 
     def run() -> None:
-        with enter():  # type: ignore[attr-defined]
+        with enter():
             inside.set()
-            release.wait(30)
+            leave.wait(30)
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, inside
+    threading.Thread(target=run, daemon=True).start()
+    return inside
+
+
+def _held_until(enter: Enter, blocker: threading.Event, what: str) -> None:
+    """*enter* in another thread waits while *blocker* is unset, and gets in once it is set."""
+    leave = threading.Event()
+    inside = _in_thread(enter, leave)
+    assert not inside.wait(HELD), f"{what} went through"
+    blocker.set()
+    assert inside.wait(10), f"{what} never went through after"
+    leave.set()
 
 
 def test_appends_go_on_beside_a_rewrite_until_its_allowance_then_wait_for_it():
     gate = CommitGate(allowance=2)
-    done = threading.Event()
-    rewrite, rewriting = _in_thread(gate.rewriting, done)
-    assert rewriting.wait(10)
+    rewrite_done = threading.Event()
+    assert _in_thread(gate.rewriting, rewrite_done).wait(10)
     for _ in range(2):
         with gate.appending():
             pass
     assert gate.landed == 2
-    leave = threading.Event()
-    third, inside = _in_thread(gate.appending, leave)
-    assert not inside.wait(HELD), "the third append went through beside the rewrite"
-    done.set()
-    rewrite.join(10)
-    assert inside.wait(10), "the held append never went through after the rewrite"
-    leave.set()
+    _held_until(gate.appending, rewrite_done, "a third append beside the rewrite")
 
 
 def test_an_exclusive_rewrite_waits_for_the_append_in_flight_and_holds_later_ones():
     gate = CommitGate()
-    finish_append = threading.Event()
-    append, appending = _in_thread(gate.appending, finish_append)
-    assert appending.wait(10)
-    finish_rewrite = threading.Event()
-    rewrite, rewriting = _in_thread(lambda: gate.rewriting(exclusive=True), finish_rewrite)
-    assert not rewriting.wait(HELD), "the exclusive rewrite began while an append was committing"
-    finish_append.set()
-    assert rewriting.wait(10)
-    leave = threading.Event()
-    later, inside = _in_thread(gate.appending, leave)
-    assert not inside.wait(HELD), "an append went through beside an exclusive rewrite"
-    finish_rewrite.set()
-    assert inside.wait(10)
-    leave.set()
+    append_done = threading.Event()
+    assert _in_thread(gate.appending, append_done).wait(10)
+    rewrite_done = threading.Event()
+    _held_until(lambda: gate.rewriting(exclusive=True), append_done, "an exclusive rewrite beside an append")
+    # _held_until's rewrite has left; another one, held open, keeps later appends out
+    assert _in_thread(lambda: gate.rewriting(exclusive=True), rewrite_done).wait(10)
+    _held_until(gate.appending, rewrite_done, "an append beside an exclusive rewrite")
 
 
 def test_one_rewrite_of_a_table_at_a_time():
     gate = CommitGate()
-    finish_first = threading.Event()
-    first, first_in = _in_thread(gate.rewriting, finish_first)
-    assert first_in.wait(10)
-    leave = threading.Event()
-    second, second_in = _in_thread(gate.rewriting, leave)
-    assert not second_in.wait(HELD), "two rewrites of one table ran at once"
-    finish_first.set()
-    assert second_in.wait(10)
-    leave.set()
+    first_done = threading.Event()
+    assert _in_thread(gate.rewriting, first_done).wait(10)
+    _held_until(gate.rewriting, first_done, "a second rewrite of the table")
