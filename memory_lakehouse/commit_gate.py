@@ -83,3 +83,8 @@ class CommitGate:
     def landed(self) -> int:
         """Appends let through beside the rewrite running now (or the last one)."""
         return self._landed
+
+    @property
+    def held(self) -> bool:
+        """Whether a rewrite runs alone now: every append waits for it."""
+        return self._rewriting and self._exclusive

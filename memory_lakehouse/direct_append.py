@@ -7,14 +7,14 @@ and the tombstones (a one-row append took 9 ms on a fresh table and 16 ms on one
 2,000 files, on the same machine in the same run). Nothing in a blind append needs that
 snapshot. So on a local store the lake writes the append as the Delta protocol spells
 it out: a Parquet file per org partition (what delta-rs writes: Hive-style directory,
-no partition column in the file, Snappy; `PARQUET_OPTIONS`), then commit file ``<version>.json`` holding
-``commitInfo`` (with the store's metadata) and one ``add`` per file, with the statistics
-the table asks for (``delta.dataSkippingStatsColumns``). The commit file is created with
-``link(2)``, which fails when the name exists: the same put-if-absent delta-rs uses on a
-local file system, so a commit never overwrites another writer's; on a collision the
-append moves to the next version (a blind append conflicts with nothing), unless the
-commit it lost to changed the table's schema or protocol, when it steps aside
-(`DirectAppendUnsupported`) and delta-rs writes it.
+no partition column in the file, Snappy; `PARQUET_OPTIONS`), then commit file
+``<version>.json`` holding ``commitInfo`` (with the store's metadata) and one ``add`` per
+file, with the statistics the table asks for (``delta.dataSkippingStatsColumns``). The
+commit file is created with ``link(2)``, which fails when the name exists: the same
+put-if-absent delta-rs uses on a local file system, so a commit never overwrites another
+writer's; on a collision the append moves to the next version (a blind append conflicts
+with nothing), unless the commit it lost to changed the table's schema or protocol, when
+it steps aside (`DirectAppendUnsupported`) and delta-rs writes it.
 
 What stays with delta-rs: creating tables, every rewrite (purge, compaction), object
 stores, and any table this module does not fully understand (`table_supported`: a

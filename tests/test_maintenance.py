@@ -663,7 +663,7 @@ class HeldCompactions:
         def compact(**kwargs):
             from deltalake.exceptions import CommitFailedError
 
-            self.exclusive.append(self.store.lake.commit_gate("fact")._exclusive)
+            self.exclusive.append(self.store.lake.commit_gate("fact").held)
             if len(self.exclusive) == 1:
                 self.inside.set()
                 self.release.wait(30)
