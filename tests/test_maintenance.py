@@ -637,9 +637,9 @@ def test_background_compactions_land_beside_an_appender_that_never_pauses(tmp_pa
     assert store.maintenance.last_error is None
     assert not [w for w in recwarn if "maintenance after an append failed" in str(w.message)]
     compactions = [c for c in store.lake.commits() if c.table == "fact" and c.operation == "optimize"]
-    # each org partition, in each run; appends go on beside a run (`commit_gate`), so the
-    # commits of several due points may fall into one run
-    assert len(compactions) >= 4 * 2
+    # each org partition, in each of the runs 400 appends make due: counted from where the
+    # last run began, appends landing beside a run (`commit_gate`) do not put the next one back
+    assert len(compactions) >= 4 * 5
     store.close()
 
 
@@ -708,7 +708,7 @@ def test_appends_land_while_a_compaction_rewrites_a_partition(tmp_path, monkeypa
     compaction.join(60)
     writer.join(60)
     assert landed, "the write waited for the compaction's rewrite"
-    assert held.exclusive == [False] + [False] * (len(held.exclusive) - 1)
+    assert held.exclusive and not any(held.exclusive)  # every partition's rewrite beside the appends
     got = store.get_fact("user:7", "plan", by=MEMBER)
     assert got is not None and got.value == "pro"
     assert "optimize" in [c.operation for c in store.lake.commits() if c.table == "fact"]
