@@ -341,30 +341,53 @@ def episode_keys(kind: str, rows: pa.Table) -> list[Hashable | None]:
     return [(kind, src, t) if t is not None else None for src, t in zip(sources, starts, strict=True)]
 
 
-def episode_groups(kind: str, rows: pa.Table) -> tuple[dict[Hashable, int], int]:
-    """The episodes of *rows* that hold two rows or more, with how many each holds, and the
-    size of the largest (0 when no row has a key): ``Counter(episode_keys(kind, rows))``
-    without the None key, read as an org's BM25 build keeps it.
+@dataclass(frozen=True)
+class EpisodeGroups:
+    """The episodes of some rows that hold two rows or more (`episode_groups`)."""
 
-    Counted by Arrow's group-by, and only groups of two or more become Python keys: an org of
-    facts is mostly groups of one, whose tuples and `Counter` took ~22 ms of a 50,000-row
-    org's build. tests/test_ranking.py checks both count alike.
+    keys: list[Hashable]  # each group's key (`episode_keys`), in the order of `sizes`
+    sizes: list[int]  # how many of the rows each group holds (two or more)
+    of_row: np.ndarray  # int32, per row: its group's index in `keys`, -1 without a key or alone in it
+    largest: int  # the size of the largest group, groups of one included (0 when no row has a key)
+
+    def counts(self) -> dict[Hashable, int]:
+        """Each group's key -> how many of the rows it holds."""
+        return dict(zip(self.keys, self.sizes, strict=True))
+
+
+def episode_groups(kind: str, rows: pa.Table) -> EpisodeGroups:
+    """The episodes of *rows* that hold two rows or more, and which of them each row is in:
+    ``Counter(episode_keys(kind, rows))`` without the None key and the groups of one, read
+    as an org's BM25 build keeps it (each of its documents' episode: `Retriever._episodes`).
+
+    Grouped by Arrow, and only groups of two or more become Python keys: an org of facts
+    is mostly groups of one, whose tuples and `Counter` took ~22 ms of a 50,000-row org's
+    build. tests/test_ranking.py checks both count alike, and that each row is in its key's group.
+
+    *rows* holds what `episode_keys` reads.
     """
+    of_row = np.full(rows.num_rows, -1, dtype=np.int32)
+    at = pa.array(np.arange(rows.num_rows, dtype=np.int64))
     if "session_id" in rows.column_names:
         names = ["session_id"]
-        keyed = rows.select(names)
+        keyed = pa.table({"session_id": rows.column("session_id"), "_at": at})
         keyed = keyed.filter(pc.fill_null(pc.not_equal(keyed.column("session_id"), ""), False))
     else:
         names = ["source", "valid_from"]
-        keyed = pa.table({"source": rows.column("source"), "valid_from": rows.column("valid_from").cast(pa.int64())})
+        starts = rows.column("valid_from").cast(pa.int64())
+        keyed = pa.table({"source": rows.column("source"), "valid_from": starts, "_at": at})
         keyed = keyed.filter(pc.is_valid(keyed.column("valid_from")))
     if not keyed.num_rows:
-        return {}, 0
-    counted = keyed.group_by(names).aggregate([([], "count_all")])
-    largest = pc.max(counted.column("count_all")).as_py()
-    shared = counted.filter(pc.greater(counted.column("count_all"), 1))
-    values = [shared.column(c).to_pylist() for c in [*names, "count_all"]]
-    return {(kind, *key): n for *key, n in zip(*values, strict=True)}, largest
+        return EpisodeGroups([], [], of_row, 0)
+    grouped = keyed.group_by(names, use_threads=False).aggregate([("_at", "list")])
+    members = grouped.column("_at_list").combine_chunks()
+    counts = pc.list_value_length(members)
+    largest = pc.max(counts).as_py()
+    shared = grouped.filter(pc.greater(counts, 1))
+    members = shared.column("_at_list").combine_chunks()
+    of_row[pc.list_flatten(members).to_numpy()] = pc.list_parent_indices(members).to_numpy()
+    keys: list[Hashable] = [(kind, *key) for key in zip(*(shared.column(c).to_pylist() for c in names), strict=True)]
+    return EpisodeGroups(keys, pc.list_value_length(members).to_pylist(), of_row, largest)
 
 
 def with_context(

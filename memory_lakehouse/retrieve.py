@@ -37,7 +37,7 @@ import re
 import tempfile
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +62,7 @@ from .ranking import (
     CONTEXT_DEPTH,
     LEXICAL_WEIGHT,
     RRF_K,
+    EpisodeGroups,
     Ranking,
     best_neighbours,
     episode_groups,
@@ -138,8 +139,10 @@ class _OrgState:
     bm25: Bm25 | None = None
     bm25_ids: CodeTable | None = None  # record_id <-> its document (position in the BM25 corpus)
     bm25_versions: dict[str, int] | None = None
-    episode_sizes: Counter[Any] | None = None  # episode key -> rows the org held at the BM25 build (groups of 2+)
-    largest_episode: int = 0
+    #: the episodes of the BM25 model's documents, counted at its build (`_episodes`), and their
+    #: key -> size: what a row written since is looked up in
+    episodes: EpisodeGroups | None = None
+    episode_sizes: dict[Any, int] | None = None
     #: kind -> (snapshot epoch, rows of the snapshot) the partition has been caught up over
     index_cursor: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: the same for counting the org's rows (``known_rows``), which tells when BM25 is stale
@@ -166,6 +169,7 @@ class _Located:
     bm25: _OrgState | None
     model: Bm25 | None  # the BM25 model the documents are of
     model_ids: CodeTable | None  # its documents' record ids
+    episodes: EpisodeGroups | None  # its documents' episodes
     where: dict[str, tuple[np.ndarray, np.ndarray]]
 
 
@@ -541,26 +545,24 @@ class Retriever:
             texts: list[str] = []
             state.count_cursor = {}
             state.known_rows = {}
-            for kind, rows in self._org_rows(org, ["record_id", "search_text"], state.count_cursor):
+            # each document's episode, read with its text: groups of one row are left out (`_episodes`
+            # counts a key it lacks as one): in an org of facts most rows are one, and their keys
+            # held ~190 bytes a row (~19 MB on the 100k tenants store, by tracemalloc)
+            groups: list[EpisodeGroups] = []
+            for kind, rows in self._org_rows(
+                org, lambda kind: ["record_id", "search_text", *_episode_columns(kind)], state.count_cursor
+            ):
                 state.known_rows[kind] = rows.num_rows
                 ids += rows.column("record_id").cast(pa.string()).chunks
                 texts += rows.column("search_text").to_pylist()
+                groups.append(episode_groups(kind, rows))  # a key names its kind: no two kinds share one
             model = Bm25(texts)
-            # groups of one row are left out (`_episodes` counts a key it lacks as one): in an org of
-            # facts most rows are one, and their keys held ~190 bytes a row (~19 MB on the 100k
-            # tenants store, by tracemalloc)
-            sizes: Counter[Any] = Counter()
-            largest = 0
-            for kind, rows in self._org_rows(org, _episode_columns):
-                if rows.num_rows:
-                    shared, most = episode_groups(kind, rows)
-                    sizes.update(shared)  # a key names its kind: no two kinds share one
-                    largest = max(largest, most)
+            episodes = _joined(groups)
             # as a dict of the ids and a list back they held 4.8 MB on the 100k tenants store (tracemalloc)
             model_ids = CodeTable.of(pa.chunked_array(ids, pa.string()).combine_chunks())
             with self._lock:  # the model and its ids together, as a recall takes them (`_locate`)
                 state.bm25, state.bm25_ids = model, model_ids
-                state.episode_sizes, state.largest_episode = sizes, largest
+                state.episodes, state.episode_sizes = episodes, episodes.counts()
                 state.bm25_versions = current
                 state.recent.clear()  # the model holds them now
             self.trace(f"bm25 {org}: built over {len(texts)} row(s)")
@@ -613,8 +615,8 @@ class Retriever:
             lex_depth = depth
             if ranking.fused and ranking.context_weight > 0:
                 known = self._orgs.get(org)  # the model's episode count; built once if there is none yet
-                largest = (known if known is not None and known.bm25 is not None else self._bm25(org)).largest_episode
-                if largest >= ranking.episode_rows:
+                episodes = (known if known is not None and known.bm25 is not None else self._bm25(org)).episodes
+                if episodes is not None and episodes.largest >= ranking.episode_rows:
                     lex_depth = max(depth, CONTEXT_DEPTH)
             lexical, coverage = self._bm25_lists(org, query, located, candidates, lex_depth)
             lists.update(lexical)
@@ -637,7 +639,7 @@ class Retriever:
             rows = self._rows_caught_up(org, part, bstate)
             view = rows.view()
             where = {kind: view.locate(kind, positions) for kind, positions in candidates.positions.items()}
-            return _Located(view, part, bstate, bstate.bm25, bstate.bm25_ids, where)
+            return _Located(view, part, bstate, bstate.bm25, bstate.bm25_ids, bstate.episodes, where)
 
     def _rows_caught_up(self, org: str, part: Partition | None, bstate: _OrgState) -> OrgRows:
         """The org's position map (`candidates.OrgRows`) in step with the snapshots, *part* and *bstate*'s model."""
@@ -840,7 +842,7 @@ class Retriever:
             at = np.array(missing, dtype=np.int64)
             cosine.update(self._cosines(query, [ids[i] for i in missing], labels[at], candidates, located.partition))
         covered = coverage(ids, docs)
-        episodes = self._episodes(org, ids, candidates, ranking.episode_rows)
+        episodes = self._episodes(org, ids, candidates, ranking.episode_rows, docs=docs, located=located)
         fused = fuse(ranking, ids, cosine, covered, bm25, ranks, {rid: e is not None for rid, e in episodes.items()})
         for rid in ids:
             why[rid].append(("cosine {:.3f}, lexical coverage {:.2f}", (cosine[rid], covered[rid])))
@@ -939,16 +941,39 @@ class Retriever:
             yield kind, ids, take_rows(self.lake.all_rows(kind).select(list(columns(kind))), positions)
 
     def _episodes(
-        self, org: str, rids: Sequence[str], candidates: Mapping[str, tuple[str, int]], min_rows: int
+        self,
+        org: str,
+        rids: Sequence[str],
+        candidates: Mapping[str, tuple[str, int]],
+        min_rows: int,
+        *,
+        docs: np.ndarray | None = None,
+        located: _Located | None = None,
     ) -> dict[str, Any]:
         """Each row's episode (`ranking.episode_keys`), or None when its group holds fewer than
         *min_rows* rows of the org (as counted at the org's BM25 build; a row with a key is a
-        group of at least one, itself, written since or not)."""
+        group of at least one, itself, written since or not).
+
+        A row the BM25 model holds (*docs*: its document in *located*'s model, -1 none) is
+        looked up in the build's groups; the others' keys are read from the snapshot (the
+        pool's rows of the tenants workload: ~0.5 ms a recall). With *min_rows* 1, a group
+        of one is an episode too, and the build kept no key of those: every key is read.
+        """
         state = self._orgs.get(org)
         sizes = state.episode_sizes if state is not None else None
-        if sizes is None or state is None or state.largest_episode < min_rows:
+        if sizes is None or state is None or state.episodes is None or state.episodes.largest < min_rows:
             return dict.fromkeys(rids)
         out: dict[str, Any] = {}
+        episodes = located.episodes if located is not None else None
+        if docs is not None and episodes is not None and min_rows > 1:
+            rest = []
+            groups = np.where(docs >= 0, episodes.of_row[np.maximum(docs, 0)], -2).tolist()
+            for rid, group in zip(rids, groups, strict=True):
+                if group == -2:
+                    rest.append(rid)  # written since the build
+                else:
+                    out[rid] = episodes.keys[group] if group >= 0 and episodes.sizes[group] >= min_rows else None
+            rids = rest
         for kind, ids, rows in self._pool_rows(rids, candidates, _episode_columns):
             out.update(
                 (rid, key if key is not None and sizes.get(key, 1) >= min_rows else None)
@@ -1040,6 +1065,20 @@ def _in_scope_order(parts: Sequence[tuple[str, pa.Table]]) -> tuple[list[str], l
     keys = [(level, "ascending", "at_start") for level in ("division", "team", "actor")]  # wider scopes first
     rows = rows.take(pc.sort_indices(rows, sort_keys=keys))
     return rows.column("record_id").to_pylist(), rows.column("search_text").to_pylist()
+
+
+def _joined(groups: Sequence[EpisodeGroups]) -> EpisodeGroups:
+    """The episodes of rows read part by part (`ranking.episode_groups` of each), the rows in
+    the parts' order: a BM25 model's documents, kind by kind."""
+    keys: list[Any] = []
+    sizes: list[int] = []
+    of_row = []
+    for part in groups:
+        of_row.append(np.where(part.of_row >= 0, part.of_row + len(keys), -1).astype(np.int32))
+        keys += part.keys
+        sizes += part.sizes
+    joined = np.concatenate(of_row) if of_row else np.empty(0, dtype=np.int32)
+    return EpisodeGroups(keys, sizes, joined, max((part.largest for part in groups), default=0))
 
 
 def _by_kind(rids: Sequence[str], candidates: Mapping[str, tuple[str, int]]) -> dict[str, list[str]]:

@@ -117,7 +117,7 @@ def test_the_term_ids_of_prose_are_its_tokens_with_or_without_a_row_break_in_a_t
         max_size=30,
     )
 )
-def test_episode_groups_count_what_the_episode_keys_name(rows):
+def test_episode_groups_count_what_the_episode_keys_name_and_place_each_row_in_its_keys_group(rows):
     from collections import Counter
 
     import pyarrow as pa
@@ -127,10 +127,13 @@ def test_episode_groups_count_what_the_episode_keys_name(rows):
     sessions = pa.table({"session_id": pa.array([sid for sid, _, _ in rows], pa.string())})
     dated = pa.table({"source": pa.array([src for _, src, _ in rows], pa.string()), "valid_from": starts})
     for kind, table in (("turn", sessions), ("fact", dated)):
-        counted = Counter(key for key in episode_keys(kind, table) if key is not None)
-        shared, largest = episode_groups(kind, table)
-        assert shared == {key: n for key, n in counted.items() if n > 1}
-        assert largest == max(counted.values(), default=0)
+        keys = episode_keys(kind, table)
+        counted = Counter(key for key in keys if key is not None)
+        groups = episode_groups(kind, table)
+        assert groups.counts() == {key: n for key, n in counted.items() if n > 1}
+        assert groups.largest == max(counted.values(), default=0)
+        placed = [groups.keys[g] if g >= 0 else None for g in groups.of_row.tolist()]
+        assert placed == [key if key is not None and counted[key] > 1 else None for key in keys]
 
 
 def _bm25s_built(texts: list[str]) -> Bm25:

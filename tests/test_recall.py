@@ -887,7 +887,7 @@ def test_a_row_is_in_an_episode_when_its_group_holds_enough_rows_groups_of_one_i
     """The org's episode sizes are counted at its BM25 build; groups of one row are not kept
     (most rows of an org of facts), and a row of such a group, or one written since, is a
     group of one: the same answer as counting every group."""
-    sizes = {"s1": 1, "s2": 2, "s5": 5}
+    sizes = {"s1": 1, "s2": 2, "s5": 5, "s12": 12}  # s12: one more row leaves the model fresh
     turns = [
         ml.Turn(session, "user", f"{session} line {i} about the okta rollout", day(1, i), source="chat", position=i)
         for session, n in sizes.items()
@@ -902,12 +902,19 @@ def test_a_row_is_in_an_episode_when_its_group_holds_enough_rows_groups_of_one_i
     candidates = retriever._visible(STEWARD, hstore._basis(), kinds=["turn"], subject=None, filters=None)
     rids = list(candidates)
     assert late.record_id in rids and len(rids) == sum(sizes.values())
-    got = retriever._episodes("acme", rids, candidates, min_rows)
+    located = retriever._locate("acme", candidates, vector=False, bm25=True)
+    _, docs = located.rows.locate_each(candidates.where(rids))
+    assert (docs >= 0).sum() == len(rids) - 1  # the late row is no document of the model
     session_of = {rid: session for rid, session in zip(rids, _sessions(hstore, rids), strict=True)}
-    assert {rid: key is not None for rid, key in got.items()} == {
-        rid: sizes[session_of[rid]] >= min_rows for rid in rids
-    }
-    assert all(key == ("turn", session_of[rid]) for rid, key in got.items() if key is not None)
+    # read from the snapshot, and looked up in the build's groups where the model holds the row
+    for got in (
+        retriever._episodes("acme", rids, candidates, min_rows),
+        retriever._episodes("acme", rids, candidates, min_rows, docs=docs, located=located),
+    ):
+        assert {rid: key is not None for rid, key in got.items()} == {
+            rid: sizes[session_of[rid]] >= min_rows for rid in rids
+        }
+        assert all(key == ("turn", session_of[rid]) for rid, key in got.items() if key is not None)
 
 
 def _sessions(store: ml.MemoryStore, rids: list[str]) -> list[str]:
