@@ -917,6 +917,33 @@ def test_a_row_is_in_an_episode_when_its_group_holds_enough_rows_groups_of_one_i
         assert all(key == ("turn", session_of[rid]) for rid, key in got.items() if key is not None)
 
 
+def test_the_episodes_of_several_kinds_looked_up_by_document_are_those_read_from_the_snapshot(hstore):
+    """A BM25 model's documents are read kind by kind, each kind's episodes grouped apart: a
+    turn's episode found through its document is the one its row names, after a kind
+    (facts of one source and time) whose groups come first."""
+    synced = [ml.Fact(f"customer:c{i}", "plan", f"okta plan {i}", day(1), source="sync@v1") for i in range(4)]
+    turns = [
+        ml.Turn(session, "user", f"{session} line {i} about okta", day(2, i), source="chat", position=i)
+        for session, n in (("s3", 3), ("s4", 4), ("s1", 1))
+        for i in range(n)
+    ]
+    hstore.write_many([*synced, *turns], by=STEWARD)
+    assert hstore.recall("okta", by=STEWARD, k=3)  # builds the org's BM25 model
+    retriever = hstore.retriever
+    candidates = retriever._visible(STEWARD, hstore._basis(), kinds=["fact", "turn"], subject=None, filters=None)
+    rids = list(candidates)
+    located = retriever._locate("acme", candidates, vector=False, bm25=True)
+    _, docs = located.rows.locate_each(candidates.where(rids))
+    assert (docs >= 0).all()
+    looked_up = retriever._episodes("acme", rids, candidates, 2, docs=docs, located=located)
+    assert looked_up == retriever._episodes("acme", rids, candidates, 2)
+    kinds = {key[0]: 0 for key in looked_up.values() if key is not None}
+    for key in looked_up.values():
+        if key is not None:
+            kinds[key[0]] += 1
+    assert kinds == {"fact": 4, "turn": 7}  # the lone turn of s1 is in none
+
+
 def _sessions(store: ml.MemoryStore, rids: list[str]) -> list[str]:
     rows = store.lake.all_rows("turn")
     where = dict(zip(rows.column("record_id").to_pylist(), rows.column("session_id").to_pylist(), strict=True))
