@@ -961,11 +961,12 @@ class Retriever:
         """
         state = self._orgs.get(org)
         sizes = state.episode_sizes if state is not None else None
-        if sizes is None or state is None or state.episodes is None or state.episodes.largest < min_rows:
+        # the groups of the model the recall located its rows in (a build since is another's)
+        episodes = located.episodes if located is not None else state.episodes if state is not None else None
+        if sizes is None or episodes is None or episodes.largest < min_rows:
             return dict.fromkeys(rids)
         out: dict[str, Any] = {}
-        episodes = located.episodes if located is not None else None
-        if docs is not None and episodes is not None and min_rows > 1:
+        if docs is not None and located is not None and min_rows > 1:
             rest = []
             groups = np.where(docs >= 0, episodes.of_row[np.maximum(docs, 0)], -2).tolist()
             for rid, group in zip(rids, groups, strict=True):
