@@ -249,19 +249,22 @@ def rows_to_pylist(table: pa.Table) -> list[dict[str, Any]]:
     one addition. The integers are a view of each chunk (a cast to int64 costs ~8 µs a
     column, a view ~1). tests/test_recall.py checks it against ``to_pylist``.
     """
-    schema = table.schema
-    columns: list[list[Any]] = []
-    for column, kind in zip(table.itercolumns(), schema.types, strict=True):
-        chunks = column.chunks  # each chunk's to_pylist: ChunkedArray.to_pylist costs ~4 µs more a column
-        if kind.id == _TIMESTAMP_ID and kind.tz == "UTC" and kind.unit == "us":
-            micros = [v for chunk in chunks for v in chunk.view(pa.int64()).to_pylist()]
-            columns.append([None if v is None else _UTC_EPOCH + timedelta(microseconds=v) for v in micros])
-        elif len(chunks) == 1:
-            columns.append(chunks[0].to_pylist())
-        else:
-            columns.append([v for chunk in chunks for v in chunk.to_pylist()])
-    names = schema.names
+    columns = [column_to_pylist(column) for column in table.itercolumns()]
+    names = table.schema.names
     return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)] if columns else []
+
+
+def column_to_pylist(column: pa.ChunkedArray) -> list[Any]:
+    """``column.to_pylist()``: the same values, UTC timestamps from their integers (`rows_to_pylist`)."""
+    kind = column.type
+    chunks = column.chunks  # each chunk's to_pylist: ChunkedArray.to_pylist costs ~4 µs more a column
+    if kind.id == _TIMESTAMP_ID and kind.tz == "UTC" and kind.unit == "us":
+        micros = [v for chunk in chunks for v in chunk.view(pa.int64()).to_pylist()]
+        return [None if v is None else _UTC_EPOCH + timedelta(microseconds=v) for v in micros]
+    if len(chunks) == 1:
+        values: list[Any] = chunks[0].to_pylist()
+        return values
+    return [v for chunk in chunks for v in chunk.to_pylist()]
 
 
 _TIMESTAMP_ID = pa.timestamp("us").id

@@ -54,7 +54,7 @@ from .context import Context, ContextItem
 from .conversation import UNINDEXED_KINDS
 from .errors import ValidationError
 from .index import IndexTag, Partition, PartitionedIndex, exact_search
-from .lake import rows_to_pylist, take_rows
+from .lake import column_to_pylist, rows_to_pylist, take_rows
 from .lexical import Bm25, best_of
 from .progress import Progress, log
 from .query import Visibility
@@ -926,7 +926,7 @@ class Retriever:
         """Each row's ``valid_from`` (a datetime), read from the snapshot positions of the pool."""
         out: dict[str, Any] = {}
         for _, ids, rows in self._pool_rows(rids, candidates, lambda kind: ["valid_from"]):
-            out.update(zip(ids, rows.column("valid_from").to_pylist(), strict=True))
+            out.update(zip(ids, column_to_pylist(rows.column("valid_from")), strict=True))
         return out
 
     def _pool_rows(

@@ -831,10 +831,10 @@ def test_recall_places_visible_rows_by_position_through_writes_compactions_purge
     ),
     st.integers(min_value=0, max_value=6),
 )
-def test_rows_to_pylist_gives_what_to_pylist_gives(values, cut):
+def test_rows_and_columns_to_pylist_give_what_to_pylist_gives(values, cut):
     import pyarrow as pa
 
-    from memory_lakehouse.lake import rows_to_pylist
+    from memory_lakehouse.lake import column_to_pylist, rows_to_pylist
 
     table = pa.table(
         {
@@ -847,6 +847,8 @@ def test_rows_to_pylist_gives_what_to_pylist_gives(values, cut):
     table = pa.concat_tables([table.slice(0, cut), table.slice(cut)])  # two chunks, the second at an offset
     fast, slow = rows_to_pylist(table), table.to_pylist()
     assert fast == slow
+    for column in table.itercolumns():
+        assert column_to_pylist(column) == column.to_pylist()
     assert [repr(r["at"]) for r in fast] == [repr(r["at"]) for r in slow]  # the same tzinfo too
 
 
