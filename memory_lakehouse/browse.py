@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from .errors import ValidationError
-from .lake import Lake
+from .lake import Lake, rows_to_pylist
 from .query import Visibility
 from .records import SPECS, Envelope, kind_of_record_id, record_from_row, to_dict
 from .scope import Principal
@@ -216,7 +216,7 @@ def get(vis: Visibility, record_id: str, principal: Principal, basis: Basis) -> 
     """The record with this id if the principal may see it (any version, superseded or not)."""
     kind = kind_of_record_id(record_id)
     rows = vis.versions(kind, principal, basis, filters={"record_id": str(record_id)})
-    return record_from_row(kind, rows.to_pylist()[0]) if rows.num_rows else None
+    return record_from_row(kind, rows_to_pylist(rows)[0]) if rows.num_rows else None
 
 
 def listing(
@@ -237,7 +237,7 @@ def listing(
         if filters and not set(filters) <= set(SPECS[kind].schema.names):
             continue
         rows = vis.rows(kind, principal, basis, subject=subject, filters=filters)
-        out += [record_from_row(kind, r) for r in rows.to_pylist()]
+        out += [record_from_row(kind, r) for r in rows_to_pylist(rows)]
     return Listing(out)
 
 
@@ -264,9 +264,9 @@ def history(
         raise ValidationError(
             "history needs subject and attribute (facts, preferences), or lineage=", field="attribute"
         )
-    rows = vis.versions(
-        kind, principal, basis, subject=subject, filters=filters, statuses=("active", "retracted")
-    ).to_pylist()
+    rows = rows_to_pylist(
+        vis.versions(kind, principal, basis, subject=subject, filters=filters, statuses=("active", "retracted"))
+    )
     actives = [r for r in rows if r["status"] == "active"]
     retractions = {r["supersedes"]: r for r in rows if r["status"] == "retracted" and r["supersedes"]}
     successor = {r["supersedes"]: r for r in actives if r["supersedes"]}
@@ -308,7 +308,7 @@ def pending(vis: Visibility, principal: Principal, basis: Basis, kinds: Sequence
     out: list[Envelope] = []
     for kind in kinds:
         rows = vis.versions(kind, principal, basis, statuses=("proposed",), subtree=True, unapproved=True)
-        out += [record_from_row(kind, r) for r in rows.to_pylist()]
+        out += [record_from_row(kind, r) for r in rows_to_pylist(rows)]
     return Listing(sorted(out, key=lambda r: r.known_since or basis.known_at))
 
 

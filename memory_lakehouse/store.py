@@ -744,7 +744,7 @@ class MemoryStore:
         basis = self._basis(as_of, known_at, valid_at, kinds=["episode"])
         rows = self.vis.rows("episode", self._principal(by), basis, filters={"service": service, "env": env})
         out: builtins.list[Episode] = []
-        for row in rows.to_pylist():
+        for row in rows_to_pylist(rows):
             if row["outcome"] == "inconclusive":
                 continue
             if version is not None and not version_in_range(version, row["version_from"], row["version_to"]):
@@ -777,7 +777,7 @@ class MemoryStore:
         at = require_aware(at, "at")
         basis = self._basis(known_at=known_at, valid_at=at, kinds=["policy"])
         rows = self.vis.rows("policy", self._principal(by), basis)
-        candidates = [cast(Policy, record_from_row("policy", r)) for r in rows.to_pylist()]  # policies only
+        candidates = [cast(Policy, record_from_row("policy", r)) for r in rows_to_pylist(rows)]  # policies only
         return policy_rules.resolve(candidates, facts, basis.valid_at, known_at=basis.known_at)
 
     # ------------------------------------------------------------------ replay
