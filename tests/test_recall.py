@@ -8,8 +8,10 @@ return and how the index keeps up, not about semantic quality (that is `evals.re
 from __future__ import annotations
 
 import multiprocessing as mp
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -904,8 +906,7 @@ def test_a_row_is_in_an_episode_when_its_group_holds_enough_rows_groups_of_one_i
     candidates = retriever._visible(STEWARD, hstore._basis(), kinds=["turn"], subject=None, filters=None)
     rids = list(candidates)
     assert late.record_id in rids and len(rids) == sum(sizes.values())
-    located = retriever._locate("acme", candidates, vector=False, bm25=True)
-    _, docs = located.rows.locate_each(candidates.where(rids))
+    located, docs = _located_docs(retriever, candidates, rids)
     assert (docs >= 0).sum() == len(rids) - 1  # the late row is no document of the model
     session_of = {rid: session for rid, session in zip(rids, _sessions(hstore, rids), strict=True)}
     # read from the snapshot, and looked up in the build's groups where the model holds the row
@@ -934,16 +935,19 @@ def test_the_episodes_of_several_kinds_looked_up_by_document_are_those_read_from
     retriever = hstore.retriever
     candidates = retriever._visible(STEWARD, hstore._basis(), kinds=["fact", "turn"], subject=None, filters=None)
     rids = list(candidates)
-    located = retriever._locate("acme", candidates, vector=False, bm25=True)
-    _, docs = located.rows.locate_each(candidates.where(rids))
+    located, docs = _located_docs(retriever, candidates, rids)
     assert (docs >= 0).all()
     looked_up = retriever._episodes("acme", rids, candidates, 2, docs=docs, located=located)
     assert looked_up == retriever._episodes("acme", rids, candidates, 2)
-    kinds = {key[0]: 0 for key in looked_up.values() if key is not None}
-    for key in looked_up.values():
-        if key is not None:
-            kinds[key[0]] += 1
-    assert kinds == {"fact": 4, "turn": 7}  # the lone turn of s1 is in none
+    in_episodes = Counter(key[0] for key in looked_up.values() if key is not None)
+    assert in_episodes == {"fact": 4, "turn": 7}  # the lone turn of s1 is in none
+
+
+def _located_docs(retriever: Any, candidates: Any, rids: list[str]) -> tuple[Any, np.ndarray]:
+    """What a recall's fusion hands `_episodes`: the located rows, and each of *rids*' BM25 document."""
+    located = retriever._locate("acme", candidates, vector=False, bm25=True)
+    _, docs = located.rows.locate_each(candidates.where(rids))
+    return located, docs
 
 
 def _sessions(store: ml.MemoryStore, rids: list[str]) -> list[str]:
