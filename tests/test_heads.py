@@ -757,6 +757,35 @@ def test_appended_heads_take_the_places_the_stable_sort_gives_them(old, appended
     assert _with_inserted(lineage, depth, len(old)).tolist() == np.lexsort((depth, lineage)).tolist()
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 3),
+    st.lists(st.integers(-(2**62), 2**62), max_size=60),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(-(2**62), 2**62)), max_size=6),
+    st.data(),
+)
+def test_rows_gathered_and_inserted_through_their_void_view_equal_numpys_fancy_index_and_insert(
+    width, flat, inserts, data
+):
+    """The heads' (n, 3) keys are gathered by a take (`_rows_at`) and inserted into as one
+    void value a row (`_insert_rows`), not by numpy's slower 2-D paths: the same arrays
+    as ``values[idx]`` and ``np.insert(values, at, rows, axis=0)``, 1-D (width 0) and 2-D,
+    places repeated or at either end."""
+    from memory_lakehouse.heads import _insert_rows, _rows_at
+
+    shape = (-1,) if width == 0 else (-1, width)
+    n = len(flat) // max(width, 1)
+    values = np.array(flat[: n * max(width, 1)], dtype=np.int64).reshape(shape)
+    idx = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=20)) if n else [], dtype=np.int64)
+    assert _rows_at(values, idx).tolist() == values[idx].tolist()
+    at = np.array(sorted(min(place, n) for place, _ in inserts), dtype=np.int64)
+    rows = np.array([[v + j for j in range(max(width, 1))] for _, v in inserts], dtype=np.int64)
+    rows = rows.reshape(len(inserts)) if width == 0 else rows.reshape(len(inserts), width)
+    inserted = _insert_rows(values, at, rows)
+    assert inserted.shape == np.insert(values, at, rows, axis=0).shape
+    assert inserted.tolist() == np.insert(values, at, rows, axis=0).tolist()
+
+
 @given(
     st.lists(st.tuples(st.integers(0, 5), st.integers(1, 4), st.integers(-1, 2), st.integers(0, 3)), max_size=40),
     st.lists(st.tuples(st.integers(0, 7), st.integers(1, 4), st.integers(-1, 2), st.integers(0, 3)), max_size=40),
