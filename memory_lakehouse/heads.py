@@ -737,17 +737,17 @@ class OrgHistory:
         passes = (key[:, 1] <= known_at) & (self.retracted > known_at) & (key[:, 0] <= valid_at)
         idx = np.flatnonzero(passes)
         if len(idx) > 1:  # the last that passes of each (slot, scope)'s run holds its greatest key
-            group = self.group[idx]
+            group = _rows_at(self.group, idx)
             idx = idx[np.append(group[1:] != group[:-1], True)]
         take = pa.array(idx, pa.int64())
         return OrgHeads._assemble(
-            rows=self.rows[idx],
-            lineage=self.lineage[idx],
+            rows=_rows_at(self.rows, idx),
+            lineage=_rows_at(self.lineage, idx),
             lineage_codes=self.lineage_codes,
-            depth=self.depth[idx],
-            live=(self.ends[idx] > valid_at) & (self.expires[idx] > valid_at),
+            depth=_rows_at(self.depth, idx),
+            live=(_rows_at(self.ends, idx) > valid_at) & (_rows_at(self.expires, idx) > valid_at),
             key=_rows_at(key, idx),
-            levels={level: (codes[idx], lookup) for level, (codes, lookup) in self.levels.items()},
+            levels={level: (_rows_at(codes, idx), lookup) for level, (codes, lookup) in self.levels.items()},
             slot_values={c: values.take(take) for c, values in self.slot_values.items()},
         )
 
