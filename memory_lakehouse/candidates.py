@@ -216,6 +216,21 @@ class RowsView:
         found = held[at] == positions
         return np.where(found, labels[at], -1), np.where(found, docs[at], -1)
 
+    def at_labels(self, labels: np.ndarray) -> list[tuple[str, int]]:
+        """(kind, position) of the rows at partition *labels* (each one mapped): `by_label` as
+        Python values, converted once for them all (per label, numpy's scalar indexing cost a
+        recall's vector list ~1 µs a row)."""
+        return self._at(self.by_label, labels)
+
+    def at_docs(self, docs: np.ndarray) -> list[tuple[str, int]]:
+        """(kind, position) of the rows at BM25 documents *docs* (each one mapped), as `at_labels`."""
+        return self._at(self.by_doc, docs)
+
+    def _at(self, back: tuple[np.ndarray, np.ndarray], at: np.ndarray) -> list[tuple[str, int]]:
+        kind_of, position_of = back
+        kinds, codes, positions = self.kinds, kind_of[at].tolist(), position_of[at].tolist()
+        return [(kinds[code], position) for code, position in zip(codes, positions, strict=True)]
+
     def locate_each(self, placed: Sequence[tuple[str, int] | None]) -> tuple[np.ndarray, np.ndarray]:
         """`locate` of rows given one by one as (kind, position) (None: not visible), in their
         order: a recall's pool, whose rows came from several lists and kinds."""
@@ -250,6 +265,10 @@ class Candidates(Mapping[str, tuple[str, int]]):
 
     def place(self, record_id: str, kind: str, position: int) -> None:
         self._placed[record_id] = (kind, int(position))
+
+    def place_each(self, record_ids: Sequence[str], where: Sequence[tuple[str, int]]) -> None:
+        """`place` of each of *record_ids* at its (kind, position) in *where*."""
+        self._placed.update(zip(record_ids, where, strict=True))
 
     def ids(self, kind: str, positions: np.ndarray) -> list[str]:
         """Record ids of *kind*'s rows at *positions*, taken from the snapshot (and placed)."""

@@ -690,11 +690,10 @@ class Retriever:
                 outside += candidates.ids(kind, candidates.positions[kind][labels < 0])
         in_index = int(np.count_nonzero(mask))
         found = part.search_labels(qvec, min(depth, in_index), allowed=mask, trace=self.trace) if in_index else []
-        kind_of, position_of = located.rows.by_label
-        vec_hits = []
-        for rid, (label, score) in zip(part.ids_at([label for label, _ in found]), found, strict=True):
-            candidates.place(rid, located.rows.kinds[kind_of[label]], int(position_of[label]))
-            vec_hits.append((rid, score))
+        labels = np.array([label for label, _ in found], dtype=np.int64)
+        rids = part.ids_at(labels)
+        candidates.place_each(rids, located.rows.at_labels(labels))
+        vec_hits = [(rid, score) for rid, (_, score) in zip(rids, found, strict=True)]
         if outside:
             texts = self._texts(outside, candidates)
             vec_hits += exact_search(qvec, self.embedder.embed(texts), outside, min(depth, len(outside)))
@@ -719,12 +718,9 @@ class Retriever:
                 newer += candidates.ids(kind, candidates.positions[kind][docs < 0])
         scores = model.scores(query)
         best = best_of(scores, visible, depth)
-        kind_of, position_of = located.rows.by_doc
-        hits: list[tuple[str, float]] = []
-        for rid, i in zip(model_ids.values_at(best), best.tolist(), strict=True):
-            candidates.place(rid, located.rows.kinds[kind_of[i]], int(position_of[i]))
-            hits.append((rid, float(scores[i])))
-        lists["bm25"] = hits
+        rids = model_ids.values_at(best)
+        candidates.place_each(rids, located.rows.at_docs(best))
+        lists["bm25"] = list(zip(rids, scores[best].tolist(), strict=True))
         newer_coverage: dict[str, float] = {}
         if newer:  # scored under the org model's statistics (`Bm25.scores_of`), not a model of their own
             texts = self._texts(newer, candidates, known=bstate.recent)

@@ -33,3 +33,22 @@ def test_locating_a_pool_row_by_row_answers_as_locating_each_row_alone(data):
     alone = [None if where is None else view.locate(where[0], np.array([where[1]])) for where in placed]
     assert labels.tolist() == [-1 if found is None else int(found[0][0]) for found in alone]
     assert docs.tolist() == [-1 if found is None else int(found[1][0]) for found in alone]
+
+
+@given(data=st.data())
+@settings(max_examples=100, deadline=None)
+def test_rows_at_labels_and_documents_are_what_the_reverse_maps_name_one_by_one(data):
+    """`RowsView.at_labels` / `at_docs` (a recall's ranked lists, placed at once) give each label or
+    document the (kind, position) its reverse map (`by_label`, `by_doc`) holds for it, in the order asked."""
+    kinds = ("fact", "episode", "turn")
+    size = data.draw(st.integers(1, 40))
+    backs = []
+    for _ in range(2):
+        kind_of = np.array(data.draw(st.lists(st.integers(0, 2), min_size=size, max_size=size)), dtype=np.int16)
+        position_of = np.array(data.draw(st.lists(st.integers(0, 10**6), min_size=size, max_size=size)))
+        backs.append((kind_of, position_of.astype(np.int64)))
+    view = RowsView(kinds, {}, backs[0], backs[1])
+    at = np.array(data.draw(st.lists(st.integers(0, size - 1), max_size=12)), dtype=np.int64)
+    for got, (kind_of, position_of) in ((view.at_labels(at), backs[0]), (view.at_docs(at), backs[1])):
+        assert got == [(kinds[kind_of[i]], int(position_of[i])) for i in at.tolist()]
+        assert all(type(position) is int for _, position in got)
