@@ -758,10 +758,12 @@ class Retriever:
         org = principal.scope.org
         holding = self.vis.holds_rows(kinds, org)
         for kind in kinds:
-            names = SPECS[kind].schema.names
-            kind_filters = {c: v for c, v in (filters or {}).items() if c in names}
-            if filters and len(kind_filters) < len(filters):
-                continue  # a filter on a column this kind lacks excludes the kind
+            kind_filters: dict[str, Any] = {}
+            if filters:
+                names = SPECS[kind].schema.names
+                kind_filters = {c: v for c, v in filters.items() if c in names}
+                if len(kind_filters) < len(filters):
+                    continue  # a filter on a column this kind lacks excludes the kind
             if kind not in holding:
                 if kind_filters:
                     self.vis.check_filters(kind, kind_filters)  # refused as a read would refuse it
