@@ -120,3 +120,20 @@ def test_a_subject_never_brings_back_a_version_whose_correction_names_another_su
     assert sorted(zip(seen.column("decision_id").to_pylist(), seen.column("record_id").to_pylist(), strict=True)) == [
         ("d2", fixed.record_id)
     ]
+
+
+def test_a_filter_on_a_column_only_some_kinds_have_leaves_the_other_kinds_out(store):
+    """A filter must hold for a row to be served: a kind without the filtered column cannot
+    match it, so a mixed-kind recall drops that kind rather than ignoring the filter for it."""
+    fact = store.write(ml.Fact("service:checkout", "pool", "20", DAY1, source="review"), by=LEAD)
+    episode = store.write(_fix(subject="service:checkout"), by=LEAD)
+    kinds = ["fact", "episode"]
+    for reader in (store, _fresh(store)):
+        both = {h.record.record_id for h in reader.recall("checkout pool", by=LEAD, kinds=kinds, filters={})}
+        assert both == {fact.record_id, episode.record_id}
+        by_service = reader.recall("checkout pool", by=LEAD, kinds=kinds, filters={"service": "checkout"})
+        assert [h.record.record_id for h in by_service] == [episode.record_id]
+        by_attribute = reader.recall("checkout pool", by=LEAD, kinds=kinds, filters={"attribute": "pool"})
+        assert [h.record.record_id for h in by_attribute] == [fact.record_id]
+        by_source = reader.recall("checkout pool", by=LEAD, kinds=kinds, filters={"source": "review"})
+        assert {h.record.record_id for h in by_source} == both
