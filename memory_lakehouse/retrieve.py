@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .background import Worker
-from .candidates import Candidates, OrgRows, RowsView, indexable_mask
+from .candidates import Candidates, OrgRows, PositionHints, RowsView, indexable_mask
 from .codes import CodeTable
 from .context import Context, ContextItem
 from .conversation import UNINDEXED_KINDS
@@ -189,6 +189,8 @@ class Retriever:
         self._index_root = index_root
         self._index: PartitionedIndex | None = None
         self._orgs: dict[str, _OrgState] = {}
+        #: where each org's position map holds a snapshot position (`candidates.PositionHints`), shared by every org
+        self._position_hints = PositionHints()
         #: (org, kind) -> the last short tail `_appended` read, and the snapshot (epoch, start, rows) it was read from
         self._tails: dict[tuple[str, str], tuple[tuple[int, int, int], pa.Table]] = {}
         self._lock = threading.RLock()
@@ -645,7 +647,7 @@ class Retriever:
         """The org's position map (`candidates.OrgRows`) in step with the snapshots, *part* and *bstate*'s model."""
         state = self._state(org)
         if state.rows is None:
-            state.rows = OrgRows(INDEXED_KINDS)
+            state.rows = OrgRows(INDEXED_KINDS, self._position_hints)
         state.rows.catch_up(
             self.lake,
             lambda kind, start, snapshot: self._appended(org, kind, start, ("_row", "record_id"), snapshot),

@@ -779,6 +779,10 @@ def _assert_org_rows_agree(store: ml.MemoryStore, org: str = "acme") -> None:
         for by, targets in ((rows.by_label, labels), (rows.by_doc, docs)):
             held = targets >= 0
             assert (by[0][targets[held]] == code).all() and (by[1][targets[held]] == positions[held]).all()
+        # every row the map holds is noted where it holds it: recall finds them all without a search
+        mapped = rows.view().rows.get(kind, (np.empty(0, np.int64),))[0]
+        hints = rows.view().hints.get(kind)
+        assert not len(mapped) or (hints is not None and hints[mapped].tolist() == list(range(len(mapped))))
     # the reverse maps, kept up entry by entry after appends, are the ones built whole
     assert len(rows.by_label[0]) == len(part) and len(rows.by_doc[0]) == len(model_ids)
     for name, by in (("labels", rows.by_label), ("docs", rows.by_doc)):
