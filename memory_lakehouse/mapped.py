@@ -45,7 +45,8 @@ def map_npy(path: Path, shape: tuple[int, ...], dtype: str = "<f4") -> np.ndarra
             else:
                 return None
             offset = fh.tell()
-            size = os.fstat(fh.fileno()).st_size
+            stat = os.fstat(fh.fileno())
+            size = stat.st_size
             if shape != saved_shape or fortran or saved_dtype != want or size != offset + items * want.itemsize:
                 return None
             address = map_(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fh.fileno(), 0)
@@ -57,6 +58,7 @@ def map_npy(path: Path, shape: tuple[int, ...], dtype: str = "<f4") -> np.ndarra
     view = np.frombuffer(memory, dtype=want, count=items, offset=offset).reshape(shape)
     owner = _owner(view)
     _maps[id(owner)] = (address, size)
+    _files[id(owner)] = (stat.st_dev, stat.st_ino, offset)
     done = weakref.finalize(owner, _unmap, unmap, id(owner), address, size)
     done.atexit = False  # a thread may still be scanning at exit: the OS unmaps after it
     return view
@@ -81,6 +83,54 @@ def release_pages(view: np.ndarray) -> bool:
     return bool(calls[3](region[0], region[1], _MADV_DONTNEED) == 0)
 
 
+def read_rows(view: np.ndarray, path: Path, rows: np.ndarray) -> np.ndarray | None:
+    """``view[rows]`` (*rows* ascending) read from the file at *path* with ``pread``, not through
+    the map *view* was made from (`map_npy`): none of the map's pages enter this process.
+
+    For a few scattered rows of a map whose pages were let go of (`release_pages`): each
+    row read through the map faults its pages in again, and the kernel maps a whole
+    folio around it, which must be let go of again. A read costs a system call per run of
+    adjacent rows instead. None (nothing read) when *view* is not a whole live map of this
+    module, or *path* is no longer the file it was made from (a newer save replaced it).
+    """
+    owner = _owner(view)
+    identity = _files.get(id(owner))
+    region = _maps.get(id(owner))
+    if identity is None or region is None or view.ndim != 2 or not view.flags.c_contiguous:
+        return None
+    if len(rows) and (rows[0] < 0 or rows[-1] >= len(view)):
+        raise IndexError(f"read_rows: rows out of range for {len(view)} rows")
+    dev, ino, offset = identity
+    base = view.__array_interface__["data"][0]
+    if base != region[0] + offset:  # a view of part of the map: its rows are elsewhere in the file
+        return None
+    out = np.empty((len(rows), view.shape[1]), dtype=view.dtype)
+    row_bytes = view.shape[1] * view.dtype.itemsize
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        stat = os.fstat(fd)
+        if (stat.st_dev, stat.st_ino) != (dev, ino):
+            return None
+        labels = rows.tolist()
+        start = 0
+        while start < len(labels):  # one read per run of adjacent rows
+            stop = start + 1
+            while stop < len(labels) and labels[stop] == labels[stop - 1] + 1:
+                stop += 1
+            want = (stop - start) * row_bytes
+            if os.preadv(fd, [out[start:stop].data], offset + labels[start] * row_bytes) != want:
+                return None
+            start = stop
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return out
+
+
 def _owner(view: np.ndarray) -> object:
     """What every view of a map keeps alive: the buffer at the end of its chain of bases."""
     owner: object = view
@@ -91,10 +141,12 @@ def _owner(view: np.ndarray) -> object:
 
 _MADV_DONTNEED = 4
 _maps: dict[int, tuple[int, int]] = {}  # id of a live map's owner -> its address and size
+_files: dict[int, tuple[int, int, int]] = {}  # the same id -> its file's device and inode, and the array's offset in it
 
 
 def _unmap(unmap: Callable[..., Any], key: int, address: int, size: int) -> None:
     _maps.pop(key, None)  # before the id can be reused
+    _files.pop(key, None)
     unmap(address, size)
 
 

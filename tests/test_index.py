@@ -4,6 +4,7 @@ files are saved atomically, and a replace leaves no byte of the old partition.""
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import hnswlib
 import numpy as np
 import pytest
 from _support import present
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_lakehouse import index as index_mod
@@ -736,7 +737,9 @@ def test_releasing_a_maps_pages_takes_them_out_of_rss_and_keeps_its_data(tmp_pat
 @needs_maps
 def test_only_the_org_read_last_keeps_its_float32_pages_in_rss(tmp_path, monkeypatch):
     """A read of one org lets go of the float32 pages the read before it left mapped in another
-    org (by codes or by float32 rows alike), and a second read of the same org keeps its own."""
+    org (by codes or by float32 rows alike), and a second read of the same org keeps its own.
+    A scan by codes maps none: it reads its shortlist's float32 rows from the file, as the
+    fusion's cosines do where no scan paged the map in (`_Rows.fetch`)."""
     idx = PartitionedIndex(tmp_path, MODEL, 384)
     rids: dict[str, list[str]] = {}
     for seed, org in enumerate(("acme", "globex")):
@@ -748,17 +751,20 @@ def test_only_the_org_read_last_keeps_its_float32_pages_in_rss(tmp_path, monkeyp
         reopened = PartitionedIndex(tmp_path, MODEL, 384)
         acme, globex = present(reopened.partition("acme")), present(reopened.partition("globex"))
         first = acme.search(q, 8, allowed=set(rids["acme"][:3000]), plan="exact")
-        assert resident_kb(acme._vectors.data) > 0
+        assert (resident_kb(acme._vectors.data) >= 64) is not by_codes
         assert (resident_kb(acme._codes.data) > 0) is by_codes
         globex.search(q, 8, allowed=set(rids["globex"][:3000]), plan="exact")
-        assert resident_kb(acme._vectors.data) < 64 and resident_kb(globex._vectors.data) > 0
+        assert resident_kb(acme._vectors.data) < 64
+        assert (resident_kb(globex._vectors.data) >= 64) is not by_codes
         assert acme.search(q, 8, allowed=set(rids["acme"][:3000]), plan="exact") == first  # let go of, not lost
         globex.search(q, 8, allowed=set(rids["globex"][:3000]), plan="exact")
         globex.search(q, 8, allowed=set(rids["globex"][:2000]), plan="exact")
         kept = resident_kb(globex._vectors.data)
-        assert kept > 0
-        acme.vectors_of(rids["acme"][:50])  # the fusion's cosines read an org too
-        assert resident_kb(globex._vectors.data) < 64 < kept
+        assert (kept >= 64) is not by_codes
+        globex.vectors_of(rids["globex"][:50])  # the fusion's cosines: through the map where a scan paged it in
+        assert (resident_kb(globex._vectors.data) >= 64) is not by_codes
+        acme.vectors_of(rids["acme"][:50])  # ... and they read an org too
+        assert resident_kb(globex._vectors.data) < 64
 
 
 @pytest.mark.parametrize("size", [0, 1, 4096, 8191, 8192, 8193, 3 * 8192 + 5])
@@ -770,3 +776,58 @@ def test_a_files_crc_summed_through_its_map_window_by_window_is_zlibs_over_its_b
     path.write_bytes(data)
     monkeypatch.setattr(index_mod, "CRC_WINDOW", 8192)  # two pages: the edges are cheap to reach
     assert index_mod._crc32(path) == zlib.crc32(data)
+
+
+@needs_maps
+@given(picked=st.lists(st.integers(0, 999), max_size=80, unique=True))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_rows_read_from_a_maps_file_are_the_rows_of_the_map_and_map_none_of_its_pages(tmp_path, picked):
+    """`mapped.read_rows` gives ``view[rows]`` for any ascending rows (runs of neighbours, gaps,
+    the first and last), read with pread: none of the map's pages enter this process."""
+    path = tmp_path / "rows.npy"
+    if not path.exists():
+        np.save(path, unit(1000, 384, seed=53))
+    view = present(mapped.map_npy(path, (1000, 384)))
+    rows = np.array(sorted(picked), dtype=np.int64)
+    read = mapped.read_rows(view, path, rows)
+    assert read is not None and read.shape == (len(rows), 384)
+    assert resident_kb(view) == 0
+    assert np.array_equal(read, view[rows])
+
+
+@needs_maps
+def test_rows_are_not_read_from_a_file_that_is_no_longer_the_maps(tmp_path):
+    """Where *path* now holds another file (a newer save replaced it), or the array is part of a
+    map or no map, `read_rows` reads nothing, and `_Rows.fetch` gathers through the map instead."""
+    path = tmp_path / "rows.npy"
+    rows = unit(300, 384, seed=54)
+    np.save(path, rows)
+    view = present(mapped.map_npy(path, (300, 384)))
+    wanted = np.array([0, 5, 6, 299])
+    assert mapped.read_rows(view[1:], path, wanted[:2]) is None  # part of the map: its rows are elsewhere
+    assert mapped.read_rows(rows, path, wanted) is None  # memory, not a map
+    with pytest.raises(IndexError):
+        mapped.read_rows(view, path, np.array([300]))
+    other = tmp_path / "other.npy"
+    np.save(other, unit(300, 384, seed=55))
+    os.replace(other, path)  # the map keeps the old file; the path names a new one
+    assert mapped.read_rows(view, path, wanted) is None
+    copy = index_mod._Rows(view)
+    copy.path = path
+    assert np.array_equal(copy.fetch(wanted), rows[wanted])
+
+
+@needs_maps
+def test_fetching_rows_of_a_map_and_its_tail_gives_what_gathering_them_gives(tmp_path):
+    """`_Rows.fetch` reads the map's rows from its file and takes the tail's (rows added since the
+    save) from memory: the same rows, in the same order, as `_Rows.gather`."""
+    path = tmp_path / "rows.npy"
+    np.save(path, unit(200, 8, seed=56))
+    copy = index_mod._Rows(present(mapped.map_npy(path, (200, 8))))
+    copy.path = path
+    copy.reserve(200, 230, 256)
+    copy.block(200, 30)[:] = unit(30, 8, seed=57)
+    labels = np.array([0, 1, 2, 150, 199, 200, 201, 229])
+    assert np.array_equal(copy.fetch(labels), copy.gather(labels))
+    assert np.array_equal(copy.fetch(labels[:3]), copy.gather(labels[:3]))
+    assert np.array_equal(copy.fetch(labels[-2:]), copy.gather(labels[-2:]))
