@@ -85,9 +85,11 @@ def test_locating_through_position_hints_answers_as_the_search_whatever_the_hint
     assert hinted[1].tolist() == searched[1].tolist()
 
 
-def test_an_org_map_notes_where_it_holds_each_position_for_every_org_to_share():
-    """`OrgRows.catch_up` notes its rows in the shared `PositionHints`: each noted position's entry
-    is the index of that row in the org's arrays, so a recall finds it without a search."""
+def test_position_hints_hold_each_noted_rows_index_and_start_afresh_at_a_new_epoch():
+    """`PositionHints.note` (what every org's `OrgRows.catch_up` calls with its new rows; that it
+    does: tests/test_recall.py) keeps each noted position's index in its org's arrays, beside
+    other orgs' entries; a snapshot grown past the array gets a new one, a new epoch an empty
+    one, and a map behind the newest epoch notes nothing."""
     hints = PositionHints()
     hints.note("fact", 1, np.array([3, 7, 9]), np.array([0, 1, 2]), 12)
     hints.note("fact", 1, np.array([4, 10]), np.array([0, 1]), 12)  # another org's rows
