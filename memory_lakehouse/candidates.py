@@ -75,8 +75,8 @@ class PositionHints:
     array for every org (a position is one org's row), 4 bytes a row of the kind's snapshot.
 
     `RowsView.locate` finds a visible row in its org's arrays here, not by a binary search
-    of each position: at 1M (50,000 rows an org) the search of a new actor's ~12,000 visible
-    positions cost ~0.17 ms a recall. Only a hint: an entry counts where the org's arrays
+    of each position: at 1M (50,000 rows an org) the search of a new actor's 12-14,000 visible
+    positions cost ~0.17 ms a recall (the whole locate stage 0.27 -> 0.16 ms with the hints). Only a hint: an entry counts where the org's arrays
     hold that position at that index, and every other position is searched as before, so
     an entry left by another org, another epoch or a dropped map never changes an answer.
     Written under the retriever's lock (`OrgRows.catch_up`); a reader may hold an older

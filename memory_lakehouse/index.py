@@ -211,15 +211,7 @@ class _Rows:
     def gather(self, labels: np.ndarray) -> np.ndarray:
         """The rows at *labels*, gathered into a new array."""
         self.paged_in = True
-        if self.tail is None:
-            gathered: np.ndarray = self.data[labels]
-            return gathered
-        base = len(self.data)
-        out = np.empty((len(labels), *self.data.shape[1:]), dtype=self.data.dtype)
-        low = labels < base
-        out[low] = self.data[labels[low]]
-        out[~low] = self.tail[labels[~low] - base]
-        return out
+        return self._with_tail(labels, lambda at: self.data[at])
 
     def fetch(self, labels: np.ndarray) -> np.ndarray:
         """`gather` of a few scattered rows (*labels* ascending), the map's read from its file
@@ -227,22 +219,27 @@ class _Rows:
         go of (`_keep_pages_of`): a scan's shortlist, the fusion's cosines.
 
         Through the map, 64 rows of an org's float32 copy at 1M cost a recall ~0.2 ms of
-        page faults, and letting the pages go again at the next org's read another ~0.15.
-        A map a scan has just read in place (rows under `CODES_FROM`) is gathered from:
-        its pages are there. So is one whose file cannot be read (not a map, a path a
-        newer save replaced).
+        page faults, and letting the pages go again at the next org's read another ~0.15
+        (line profile of `_exact`, 400 recalls). A map a scan has just read in place (rows
+        under `CODES_FROM`) is gathered from: its pages are there. So is one whose file
+        cannot be read (not a map, a path a newer save replaced).
         """
         if not self.mapped or self.path is None or self.paged_in:
             return self.gather(labels)
-        base = len(self.data)
-        low = labels < base
-        read = read_rows(self.data, self.path, labels[low])
+        read = read_rows(self.data, self.path, labels[labels < len(self.data)])
         if read is None:
             return self.gather(labels)
-        if self.tail is None or low.all():
-            return read
+        return self._with_tail(labels, lambda _: read)
+
+    def _with_tail(self, labels: np.ndarray, mapped_rows: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """The rows at *labels*: *mapped_rows(at)* gives those of the map (or array) at *at*, in
+        their order; the tail's (rows added after a map) are taken from memory."""
+        if self.tail is None:
+            return mapped_rows(labels)
+        base = len(self.data)
+        low = labels < base
         out = np.empty((len(labels), *self.data.shape[1:]), dtype=self.data.dtype)
-        out[low] = read
+        out[low] = mapped_rows(labels[low])
         out[~low] = self.tail[labels[~low] - base]
         return out
 

@@ -820,14 +820,16 @@ def test_rows_are_not_read_from_a_file_that_is_no_longer_the_maps(tmp_path):
 @needs_maps
 def test_fetching_rows_of_a_map_and_its_tail_gives_what_gathering_them_gives(tmp_path):
     """`_Rows.fetch` reads the map's rows from its file and takes the tail's (rows added since the
-    save) from memory: the same rows, in the same order, as `_Rows.gather`."""
+    save) from memory: the rows at those labels, in their order, as `_Rows.gather` gives them."""
     path = tmp_path / "rows.npy"
-    np.save(path, unit(200, 8, seed=56))
+    saved, added = unit(200, 8, seed=56), unit(30, 8, seed=57)
+    np.save(path, saved)
     copy = index_mod._Rows(present(mapped.map_npy(path, (200, 8))))
     copy.path = path
     copy.reserve(200, 230, 256)
-    copy.block(200, 30)[:] = unit(30, 8, seed=57)
+    copy.block(200, 30)[:] = added
+    every = np.concatenate([saved, added])
     labels = np.array([0, 1, 2, 150, 199, 200, 201, 229])
-    assert np.array_equal(copy.fetch(labels), copy.gather(labels))
-    assert np.array_equal(copy.fetch(labels[:3]), copy.gather(labels[:3]))
-    assert np.array_equal(copy.fetch(labels[-2:]), copy.gather(labels[-2:]))
+    for some in (labels, labels[:3], labels[-2:]):
+        assert np.array_equal(copy.fetch(some), every[some])
+        assert np.array_equal(copy.gather(some), every[some])
