@@ -149,7 +149,6 @@ class OrgHeads:
     memo_bytes: int = 0
     _by_subject: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     _order: np.ndarray | None = field(default=None, repr=False)
-    _by_position: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def _assemble(cls, **parts: Any) -> OrgHeads:
@@ -165,7 +164,7 @@ class OrgHeads:
         return heads
 
     def _derived(self, *arrays: np.ndarray) -> None:
-        """Count an index derived from these heads when first asked (order, positions, subjects)."""
+        """Count an index derived from these heads when first asked (order, subjects)."""
         self.nbytes += int(sum(a.nbytes for a in arrays))
 
     def advanced(self, new: pa.Table, kind: str) -> OrgHeads:
@@ -297,12 +296,6 @@ class OrgHeads:
             levels=levels,
             slot_values=slot_values,
         )
-        if self._by_position is not None:
-            same = np.ones(len(rows), dtype=bool)  # whether a head still holds the row it held
-            same[fresh_at] = False
-            same[replaced_at] = False
-            heads._by_position = _positions_advanced(self._by_position, moved, rows, same)
-            heads._derived(heads._by_position)
         if self._by_subject is not None and kind in SUBJECT_IN_SLOT:
             # a replaced head keeps its slot, so its subject: move the old index, insert the new heads
             keys, held_at = self._by_subject
@@ -408,14 +401,6 @@ class OrgHeads:
             self._derived(order)
         return self._order
 
-    @property
-    def by_position(self) -> np.ndarray:
-        """The heads' indices in snapshot order (their positions ascending), sorted when first asked."""
-        if self._by_position is None:
-            self._by_position = np.argsort(self.rows, kind="stable")
-            self._derived(self._by_position)
-        return self._by_position
-
     def _reader_mask(self, scope: Scope, idx: np.ndarray | None = None) -> np.ndarray:
         """Live heads at scopes the reader sees (its own and its ancestors'), over *idx* or all."""
         mask = self.live if idx is None else self.live[idx]
@@ -440,14 +425,9 @@ class OrgHeads:
         slot: str | None = None,
     ) -> np.ndarray | None:
         """Indices (into these arrays) of what *scope*'s reader is served, in the query's order
-        (in snapshot order with ``ordered=False``: the same set, the positions ascending):
-        per slot, the deepest live head among the scopes it sees; None when a filter cannot
-        be applied after the head is chosen (see `_filtered`), and the query must run.
-
-        Snapshot order costs a pass over the heads in position order (`by_position`, sorted
-        once per cell), not a sort per read; recall wants it: its lookups of positions
-        (`candidates.OrgRows.locate`, a binary search) run ~4x faster on ascending ones (14k
-        of an org's 50k rows at 1M: 1.36 ms unsorted, 0.32 sorted).
+        (with ``ordered=False``: the same set, in (slot, depth) order): per slot, the deepest
+        live head among the scopes it sees; None when a filter cannot be applied after the
+        head is chosen (see `_filtered`), and the query must run.
 
         *snapshot* is the kind's Arrow snapshot the positions point into (for subject keys).
 
@@ -478,10 +458,6 @@ class OrgHeads:
             idx = idx[np.append(lin[1:] != lin[:-1], True)]
             if ordered:
                 idx = idx[np.argsort(self.order[idx], kind="stable")]
-        if not ordered and len(idx) > 1:
-            served = np.zeros(len(self.rows), dtype=bool)
-            served[idx] = True
-            idx = self.by_position[served[self.by_position]]
         return np.asarray(idx)
 
     def _filtered(self, idx: np.ndarray, col: str, value: str) -> np.ndarray | None:
@@ -845,25 +821,6 @@ def _instants_or_never(column: pa.ChunkedArray) -> np.ndarray:
     """A timestamp column as µs since the epoch, `NEVER` where it is missing."""
     micros = pc.fill_null(column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()), NEVER)
     return np.asarray(micros.to_numpy(), dtype=np.int64)
-
-
-def _positions_advanced(old: np.ndarray, moved: np.ndarray, rows: np.ndarray, same: np.ndarray) -> np.ndarray:
-    """`OrgHeads.by_position` of advanced heads, from the old cell's (*old*) without a sort.
-
-    *moved*: each old head's index now; *rows*: every head's position now; *same*: whether
-    a head still holds the row it held (False for a replaced or new (slot, scope)). Those
-    keep their order; the others hold appended rows, which lie after every older row, so
-    they follow, sorted among themselves. (An argsort of an org's 50k heads at 1M cost the
-    first recall after each write ~3 ms.) Where appended rows would not follow, it sorts.
-    """
-    unchanged = moved[old]
-    changed = np.flatnonzero(~same)
-    if len(changed) > len(rows) - len(old):  # an old head was replaced: it leaves its place
-        unchanged = unchanged[same[unchanged]]
-    changed = changed[np.argsort(rows[changed], kind="stable")]
-    if len(unchanged) and len(changed) and rows[changed[0]] <= rows[unchanged[-1]]:
-        return np.argsort(rows, kind="stable")
-    return np.concatenate([unchanged, changed])
 
 
 def _with_inserted(lineage: np.ndarray, depth: np.ndarray, n: int) -> np.ndarray:

@@ -813,6 +813,12 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
                 if idx is None:
                     return None
                 positions = heads.rows[idx]
+                if not ordered:
+                    # ascending: recall's lookups of positions (`candidates.RowsView.locate`) run
+                    # ~4x faster on them. numpy's sort of the served positions (14k of an org's
+                    # 50k heads at 1M: 36 µs) costs less than the pass over every head in
+                    # position order it replaces (85 µs) and keeps no index per cell
+                    positions.sort()
                 positions.flags.writeable = False  # handed to every reader of this cell
                 _remember(heads, memo_key, positions, positions.nbytes)
             if self.tracers:

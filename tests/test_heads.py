@@ -983,35 +983,6 @@ def test_chunks_taken_in_together_give_the_boundaries_they_give_one_by_one(chunk
         assert [a.tolist() for a in one_by_one.instants(org)] == [known, valid]
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.data())
-def test_positions_of_advanced_heads_are_the_sorted_positions_without_a_sort(data):
-    """`OrgHeads.advanced` carries the old cell's snapshot order forward (heads that keep their
-    row keep their order, the rest hold appended rows and follow): it is the argsort of the
-    new positions, also when a new row does not lie after the others (then it sorts)."""
-    from memory_lakehouse.heads import _positions_advanced
-
-    n = data.draw(st.integers(0, 12), label="old heads")
-    fresh = data.draw(st.integers(0, 5), label="new (slot, scope)s")
-    replaced = sorted(data.draw(st.sets(st.integers(0, max(n - 1, 0)), max_size=n), label="replaced")) if n else []
-    above = data.draw(st.booleans(), label="appended rows after every older row")
-    # distinct positions: the old heads' first, then those of the appended rows
-    positions = data.draw(st.permutations(range(200)), label="positions")
-    old_rows = np.array(positions[:n], np.int64)
-    changed = [*replaced, *range(n, n + fresh)]
-    appended = positions[n : n + len(changed)]
-    if above:
-        appended = [p + 200 for p in appended]  # every appended row after every older one
-    rows = np.concatenate([old_rows, np.zeros(fresh, np.int64)])
-    same = np.ones(n + fresh, bool)
-    rows[changed], same[changed] = appended, False
-    perm = np.array(data.draw(st.permutations(range(n + fresh)), label="order after the advance"), np.int64)
-    where = np.empty(n + fresh, np.int64)  # the index each head has after the advance
-    where[perm] = np.arange(n + fresh)
-    got = _positions_advanced(np.argsort(old_rows, kind="stable"), where[:n], rows[perm], same[perm])
-    assert got.tolist() == np.argsort(rows[perm], kind="stable").tolist()
-
-
 def _row_instants(store, kinds=("fact", "preference", "note")):
     """(scope, clock, instant) for every instant at which a row's visibility can flip: a
     microsecond before, on and after each, on the clock it flips on."""
