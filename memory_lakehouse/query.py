@@ -705,7 +705,7 @@ WHERE {RETRACTION_JOIN} AND (t.retracted_since IS NULL OR t.retracted_since > x.
         result. ``include_proposals`` returns proposals instead of active memory (the
         review queue); ``heads_only=False`` returns every live version. ``ordered=False``
         lets the rows come in any order (recall ranks them itself): the slot heads then serve
-        them in snapshot order, without their sort.
+        them in snapshot order (their positions sorted), not in the output order.
         """
         if heads_only and not include_proposals and self.use_heads:
             fast = self._from_heads(kind, principal, basis, subject, filters, columns, ordered=ordered)
